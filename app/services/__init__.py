@@ -1,0 +1,1 @@
+"""Service functions: keyword-only arguments, a session passed in, None for not found."""

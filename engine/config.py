@@ -1,0 +1,133 @@
+"""The engine's configuration: one frozen dataclass, validated once when it is built.
+
+Runtime values (the number of KV blocks, the chunk size chosen for a request, the resolved
+device) are never written back here; they live in the objects that compute them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MiB = 1024 * 1024
+
+DEVICES_HELP = '"auto", "cpu", "cuda" or "cuda:N"'
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+ATTENTION_BACKENDS = ("auto", "flash_attn", "flex", "sdpa")
+OOM_POLICIES = ("truncate", "cpu", "fail")
+
+# Bytes per element of each concrete dtype name; "auto" is resolved by the runner.
+DTYPE_NUM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+_DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything the engine needs to know before it loads a model.
+
+    Sizes of the KV cache and of prefill chunks default to None, meaning "chosen from free
+    memory at run time"; setting them overrides the planner.
+    """
+
+    model_path: Path
+    model_cache_dir: Path | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    attention_backend: str = "auto"
+    block_size: int = 16
+    max_kv_cache_bytes: int | None = None
+    kv_cache_memory_fraction: float = 0.9
+    max_model_len: int | None = None
+    chunk_size: int | None = None
+    min_chunk_size: int = 32
+    max_chunk_size: int = 8192
+    memory_headroom_bytes: int = 256 * MiB
+    oom_policy: str = "fail"
+    enable_prefix_cache: bool = True
+    compile: bool = False
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        # Accept str paths from callers; frozen, so coerce through object.__setattr__.
+        object.__setattr__(self, "model_path", Path(self.model_path))
+        if self.model_cache_dir is not None:
+            object.__setattr__(self, "model_cache_dir", Path(self.model_cache_dir))
+        self._validate_model()
+        self._validate_choices()
+        self._validate_sizes()
+
+    @property
+    def is_gguf(self) -> bool:
+        return self.model_path.suffix.lower() == ".gguf"
+
+    def _validate_model(self) -> None:
+        if not str(self.model_path).strip():
+            raise ValueError("model_path is empty: give a checkpoint folder or a .gguf file.")
+        if self.is_gguf and self.model_cache_dir is None:
+            raise ValueError(
+                f"model_path {self.model_path} is a GGUF file, so model_cache_dir must name a "
+                "folder where it can be converted once to safetensors."
+            )
+
+    def _validate_choices(self) -> None:
+        if not _DEVICE_PATTERN.match(self.device):
+            raise ValueError(f"device must be {DEVICES_HELP}, not {self.device!r}.")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(
+                f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}, "
+                f"not {self.attention_backend!r}."
+            )
+        if self.oom_policy not in OOM_POLICIES:
+            raise ValueError(
+                f"oom_policy must be one of {', '.join(OOM_POLICIES)}, not {self.oom_policy!r}."
+            )
+        if self.seed is not None and (_is_bad_int(self.seed) or self.seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, not {self.seed!r}.")
+
+    def _validate_sizes(self) -> None:
+        _require_positive("block_size", self.block_size)
+        _require_positive("min_chunk_size", self.min_chunk_size)
+        _require_positive("max_chunk_size", self.max_chunk_size)
+        if self.max_kv_cache_bytes is not None:
+            _require_positive("max_kv_cache_bytes", self.max_kv_cache_bytes)
+        if self.max_model_len is not None:
+            _require_positive("max_model_len", self.max_model_len)
+        if _is_bad_int(self.memory_headroom_bytes) or self.memory_headroom_bytes < 0:
+            raise ValueError(
+                f"memory_headroom_bytes must be 0 or more, not {self.memory_headroom_bytes!r}."
+            )
+        fraction = self.kv_cache_memory_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ValueError(f"kv_cache_memory_fraction must be a number, not {fraction!r}.")
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(
+                f"kv_cache_memory_fraction must be in (0, 1], not {fraction}: it is the share "
+                "of free memory given to the KV cache."
+            )
+        if self.min_chunk_size > self.max_chunk_size:
+            raise ValueError(
+                f"min_chunk_size ({self.min_chunk_size}) is larger than max_chunk_size "
+                f"({self.max_chunk_size})."
+            )
+        if self.chunk_size is not None:
+            _require_positive("chunk_size", self.chunk_size)
+            # A fixed chunk overrides max_chunk_size, but halving on out-of-memory still
+            # stops at min_chunk_size, so a chunk below it could never be retried.
+            if self.chunk_size < self.min_chunk_size:
+                raise ValueError(
+                    f"chunk_size ({self.chunk_size}) is below min_chunk_size "
+                    f"({self.min_chunk_size}); lower min_chunk_size too."
+                )
+
+
+def _is_bad_int(value: object) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int)
+
+
+def _require_positive(name: str, value: object) -> None:
+    if _is_bad_int(value) or value < 1:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a positive integer, not {value!r}.")

@@ -1,0 +1,97 @@
+"""One request's token state: its tokens, its KV block table and how much of it is computed.
+
+While blocks are allocated, counters (in tokens) satisfy
+    0 <= num_cached_tokens <= num_computed_tokens <= num_tokens
+num_cached_tokens is set once by BlockManager.allocate (tokens reused from the prefix cache);
+num_computed_tokens grows as the engine writes KV (BlockManager.commit_computed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class SequenceStatus(Enum):
+    WAITING = "waiting"
+    PREFILLING = "prefilling"
+    DECODING = "decoding"
+    FINISHED = "finished"
+
+
+@dataclass
+class Sequence:
+    """A prompt and the tokens generated after it.
+
+    block_size is adopted from the BlockManager at allocate(); it only matters for the block
+    properties below. block_hashes holds the chained hash of each full block whose KV is
+    computed, in order (the block manager fills it; it may be longer than the set of blocks
+    registered in the cache when another block already held the same hash).
+    """
+
+    request_id: int
+    token_ids: list[int]
+    num_prompt_tokens: int
+    block_table: list[int] = field(default_factory=list)
+    num_cached_tokens: int = 0
+    num_computed_tokens: int = 0
+    status: SequenceStatus = SequenceStatus.WAITING
+    block_size: int = 16
+    block_hashes: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.token_ids = list(self.token_ids)
+        if not 0 < self.num_prompt_tokens <= len(self.token_ids):
+            raise ValueError(
+                f"num_prompt_tokens ({self.num_prompt_tokens}) must be between 1 and the "
+                f"number of token ids ({len(self.token_ids)})."
+            )
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be a positive integer, not {self.block_size}.")
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_blocks(self) -> int:
+        """Blocks needed to hold every current token."""
+        return -(-self.num_tokens // self.block_size)
+
+    @property
+    def num_full_blocks(self) -> int:
+        return self.num_tokens // self.block_size
+
+    @property
+    def last_block_num_tokens(self) -> int:
+        """Tokens in the last (possibly partial) block; 0 only for an empty sequence."""
+        return self.num_tokens - (self.num_blocks - 1) * self.block_size
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.token_ids[: self.num_prompt_tokens]
+
+    @property
+    def num_completion_tokens(self) -> int:
+        return self.num_tokens - self.num_prompt_tokens
+
+    @property
+    def completion_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        """Tokens whose KV is not in the cache yet (the rest of the prompt during prefill)."""
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    def block_token_ids(self, block_index: int) -> list[int]:
+        """Token ids held by block number block_index of this sequence."""
+        start = block_index * self.block_size
+        return self.token_ids[start : start + self.block_size]
+
+    def append_token(self, token_id: int) -> None:
+        self.token_ids.append(token_id)

@@ -1,0 +1,78 @@
+"""Per-request measurements, returned with every result and stored as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Kinds of fallback; others may be added, each with a "detail" a person can read.
+FALLBACK_OOM_HALVED = "oom_halved"  # a chunk ran out of memory and was retried at half size
+FALLBACK_TRUNCATED = "truncated"  # the prompt was cut to what fitted (oom_policy "truncate")
+FALLBACK_CPU = "cpu"  # the rest of the request ran on the CPU (oom_policy "cpu")
+
+
+@dataclass
+class RequestStats:
+    num_prompt_tokens: int = 0
+    num_cached_tokens: int = 0
+    chunk_sizes: list[int] = field(default_factory=list)
+    prefill_seconds: float = 0.0
+    num_decode_tokens: int = 0
+    decode_seconds: float = 0.0
+    peak_memory_bytes: int | None = None
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    attention_backend: str = ""
+    device: str = ""
+    request_id: int | None = None
+    finish_reason: str | None = None  # e.g. "stop", "length", "truncated"
+
+    @property
+    def num_computed_prompt_tokens(self) -> int:
+        return self.num_prompt_tokens - self.num_cached_tokens
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        return self.num_decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        if self.prefill_seconds <= 0:
+            return 0.0
+        return self.num_computed_prompt_tokens / self.prefill_seconds
+
+    def record_fallback(self, kind: str, detail: Any = None) -> None:
+        if not kind:
+            raise ValueError("a fallback needs a kind, such as 'oom_halved'.")
+        self.fallbacks.append({"kind": kind, "detail": detail})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe copy: values json.dumps cannot write become strings."""
+        return {
+            "request_id": self.request_id,
+            "num_prompt_tokens": self.num_prompt_tokens,
+            "num_cached_tokens": self.num_cached_tokens,
+            "chunk_sizes": list(self.chunk_sizes),
+            "prefill_seconds": self.prefill_seconds,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second,
+            "num_decode_tokens": self.num_decode_tokens,
+            "decode_seconds": self.decode_seconds,
+            "decode_tokens_per_second": self.decode_tokens_per_second,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "fallbacks": [_json_safe(fallback) for fallback in self.fallbacks],
+            "attention_backend": self.attention_backend,
+            "device": self.device,
+            "finish_reason": self.finish_reason,
+        }
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        # NaN and infinities are not JSON.
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return str(value)

@@ -1,0 +1,49 @@
+"""Typed errors of the pipelines. Each carries a sentence a person understands; the edges show it."""
+
+from __future__ import annotations
+
+
+class DocumentError(Exception):
+    """A document LongDoc cannot take in. `code` is stable (stored on jobs); `message` is for people."""
+
+    code = "document_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotAPdfError(DocumentError):
+    code = "not_a_pdf"
+
+
+class PasswordRequiredError(DocumentError):
+    code = "password_required"
+
+
+class WrongPasswordError(DocumentError):
+    code = "wrong_password"
+
+
+class NoTextLayerError(DocumentError):
+    code = "no_text_layer"
+
+
+class DamagedPdfError(DocumentError):
+    code = "damaged_pdf"
+
+
+class TooLargeError(DocumentError):
+    code = "too_large"
+
+
+class TooManyPagesError(DocumentError):
+    code = "too_many_pages"
+
+
+class ParseTimeoutError(DocumentError):
+    code = "parse_timeout"
+
+
+class ParseMemoryError(DocumentError):
+    code = "parse_out_of_memory"

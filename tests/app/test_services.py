@@ -1,0 +1,319 @@
+import hashlib
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    Answer,
+    Document,
+    DocumentKind,
+    DocumentStatus,
+    Job,
+    JobKind,
+    JobStatus,
+    Page,
+    Passage,
+    Summary,
+    SummaryMethod,
+)
+from app.errors import DuplicateDocument, StoredFileError
+from app.services import documents, jobs
+from app.services.documents import NewDocument, NewPage, NewPassage
+
+
+def new_document(
+    seed: str = "a",
+    *,
+    kind: DocumentKind = DocumentKind.LEGAL,
+    title: str | None = "Lease agreement",
+    file_name: str = "lease.pdf",
+    stored_path: str | None = None,
+) -> NewDocument:
+    pages = (NewPage(1, "First page."), NewPage(2, "Second page, longer."))
+    passages = (
+        NewPassage(0, 1, 1, 0, 11, "First page.", 3),
+        NewPassage(1, 1, 2, 11, 31, "page. Second page, longer.", 6),
+        NewPassage(2, 2, 2, 12, 31, "Second page, longer.", 5),
+    )
+    return NewDocument(
+        content_hash=hashlib.sha256(seed.encode()).hexdigest(),
+        file_name=file_name,
+        kind=kind,
+        num_tokens=14,
+        pages=pages,
+        passages=passages,
+        title=title,
+        stored_path=stored_path,
+    )
+
+
+def _summary(document_id: int, job_id: int | None) -> Summary:
+    return Summary(
+        document_id=document_id, job_id=job_id, method=SummaryMethod.ONE_PASS, text="s", model="m"
+    )
+
+
+def _count(session: Session, model: type, document_id: int) -> int:
+    query = select(func.count()).select_from(model).where(model.document_id == document_id)
+    return session.scalar(query)
+
+
+def test_store_document_round_trip(session: Session) -> None:
+    document_id = documents.store_document(session=session, new=new_document()).id
+    session.commit()
+    session.expunge_all()
+
+    document = documents.get_document(session=session, document_id=document_id)
+    assert document is not None
+    assert (document.status, document.kind) == (DocumentStatus.READY, DocumentKind.LEGAL)
+    assert (document.num_pages, document.num_chars, document.num_tokens) == (2, 31, 14)
+    assert document.created_at.tzinfo == UTC
+    assert documents.find_by_hash(session=session, content_hash=document.content_hash) == document
+    pages = documents.get_pages(session=session, document_id=document.id)
+    assert [(p.number, p.text) for p in pages] == [(1, "First page."), (2, "Second page, longer.")]
+    assert [
+        p.number for p in documents.get_pages(session=session, document_id=document.id, number=2)
+    ] == [2]
+    passages = documents.get_passages(session=session, document_id=document.id)
+    assert [(p.ordinal, p.first_page, p.last_page) for p in passages] == [
+        (0, 1, 1),
+        (1, 1, 2),
+        (2, 2, 2),
+    ]
+    on_page_1 = documents.get_passages(session=session, document_id=document.id, page_number=1)
+    assert [p.ordinal for p in on_page_1] == [0, 1]
+    by_id = documents.get_passages(
+        session=session, document_id=document.id, passage_ids=[passages[2].id, 10**6]
+    )
+    assert [p.ordinal for p in by_id] == [2]
+
+
+def test_missing_rows_are_none_or_empty(session: Session, tmp_path: Path) -> None:
+    assert documents.get_document(session=session, document_id=999) is None
+    assert documents.find_by_hash(session=session, content_hash="0" * 64) is None
+    assert documents.get_pages(session=session, document_id=999) == []
+    assert documents.delete_document(session=session, document_id=999, files_dir=tmp_path) is False
+
+
+def test_duplicate_content_hash_is_refused_and_session_stays_usable(session: Session) -> None:
+    first = documents.store_document(session=session, new=new_document("same"))
+    session.commit()
+    with pytest.raises(DuplicateDocument) as caught:
+        documents.store_document(session=session, new=new_document("same"))
+    assert caught.value.document_id == first.id
+    documents.store_document(session=session, new=new_document("other"))
+    session.commit()
+    assert len(documents.list_documents(session=session)) == 2
+
+
+def test_duplicate_stored_by_another_process_meanwhile(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other process wins the race: our look-up missed its row, the insert hits the index.
+    first = documents.store_document(session=session, new=new_document("race"))
+    session.commit()
+    real_find = documents.find_by_hash
+    calls: list[str] = []
+
+    def find_missing_once(*, session: Session, content_hash: str) -> Document | None:
+        calls.append(content_hash)
+        return None if len(calls) == 1 else real_find(session=session, content_hash=content_hash)
+
+    monkeypatch.setattr(documents, "find_by_hash", find_missing_once)
+    with pytest.raises(DuplicateDocument) as caught:
+        documents.store_document(session=session, new=new_document("race"))
+    assert caught.value.document_id == first.id
+    session.commit()  # the savepoint was rolled back; the transaction is intact
+    assert _count(session, Page, first.id) == 2
+
+
+def test_database_enforces_unique_content_hash(session: Session) -> None:
+    for _ in range(2):
+        session.add(
+            Document(
+                content_hash="f" * 64,
+                file_name="x.pdf",
+                kind=DocumentKind.OTHER,
+                num_pages=0,
+                num_chars=0,
+                num_tokens=0,
+                status=DocumentStatus.READY,
+            )
+        )
+    with pytest.raises(IntegrityError):
+        session.flush()
+
+
+def test_list_documents_filters(session: Session) -> None:
+    documents.store_document(session=session, new=new_document("1", title="Lease 100% final"))
+    documents.store_document(
+        session=session,
+        new=new_document("2", kind=DocumentKind.MEDICAL, title=None, file_name="Discharge.pdf"),
+    )
+    documents.store_document(session=session, new=new_document("3", title="Purchase lease"))
+    session.commit()
+
+    def titles(**filters: object) -> list[str]:
+        rows = documents.list_documents(session=session, **filters)
+        return [row.title or row.file_name for row in rows]
+
+    assert titles() == ["Purchase lease", "Discharge.pdf", "Lease 100% final"]  # newest first
+    assert titles(kind=DocumentKind.MEDICAL) == ["Discharge.pdf"]
+    assert titles(title_query="LEASE") == ["Purchase lease", "Lease 100% final"]
+    assert titles(title_query="100%") == ["Lease 100% final"]
+    assert titles(title_query="0%f") == []  # "%" is a character here, not a wildcard
+    assert titles(title_query="discharge") == ["Discharge.pdf"]
+    assert titles(status=DocumentStatus.FAILED) == []
+
+
+def test_delete_cascades_to_everything_derived_and_removes_the_file(
+    session: Session, tmp_path: Path
+) -> None:
+    files_dir = tmp_path / "files"
+    new = new_document("doomed")
+    path = documents.store_file(files_dir=files_dir, content_hash=new.content_hash, data=b"doomed")
+    document = documents.store_document(
+        session=session, new=new_document("doomed", stored_path=str(path))
+    )
+    kept = documents.store_document(session=session, new=new_document("kept"))
+    job = jobs.create_job(session=session, kind=JobKind.ANSWER, document_id=document.id)
+    session.add_all(
+        [
+            _summary(document.id, job.id),
+            Answer(document_id=document.id, question="q", answer="a", model="m"),
+            Answer(document_id=kept.id, question="q", answer="a", model="m"),
+        ]
+    )
+    session.commit()
+    document_id, kept_id = document.id, kept.id
+
+    assert documents.delete_document(session=session, document_id=document_id, files_dir=files_dir)
+    session.commit()
+    session.expunge_all()
+    for model in (Page, Passage, Summary, Answer, Job):
+        assert _count(session, model, document_id) == 0, model.__name__
+    assert documents.get_document(session=session, document_id=document_id) is None
+    assert not path.exists()
+    assert _count(session, Page, kept_id) == 2
+    assert _count(session, Answer, kept_id) == 1
+
+
+def test_delete_never_touches_a_file_outside_files_dir(session: Session, tmp_path: Path) -> None:
+    outside = tmp_path / "mine.pdf"
+    outside.write_bytes(b"not ours")
+    document = documents.store_document(
+        session=session, new=new_document("outside", stored_path=str(outside))
+    )
+    session.commit()
+    assert documents.delete_document(
+        session=session, document_id=document.id, files_dir=tmp_path / "files"
+    )
+    assert outside.exists()
+
+
+def test_job_lifecycle(session: Session) -> None:
+    document_id = documents.store_document(session=session, new=new_document()).id
+    job = jobs.create_job(session=session, kind=JobKind.ANSWER, params={"question": "Who pays?"})
+    session.commit()
+    assert (job.status, job.params, job.stats) == (JobStatus.QUEUED, {"question": "Who pays?"}, {})
+    job_id = job.id
+
+    jobs.start_job(session=session, job_id=job_id, task_id="celery-1")
+    jobs.update_progress(session=session, job_id=job_id, stage="prefill", done=3, total=10)
+    session.commit()
+    session.expunge_all()
+    running = jobs.get_job(session=session, job_id=job_id)
+    assert running is not None
+    assert (running.status, running.task_id, running.stage) == (
+        JobStatus.RUNNING,
+        "celery-1",
+        "prefill",
+    )
+    assert (running.progress_done, running.progress_total) == (3, 10)
+    assert running.started_at is not None and running.started_at.tzinfo == UTC
+
+    jobs.finish_job(session=session, job_id=job_id, stats={"seconds": 1.5}, document_id=document_id)
+    failed_id = jobs.create_job(session=session, kind=JobKind.INGEST).id
+    jobs.fail_job(
+        session=session, job_id=failed_id, error_code="encrypted", sentence="The PDF is locked."
+    )
+    session.commit()
+    session.expunge_all()
+
+    done = jobs.get_job(session=session, job_id=job_id)
+    assert (done.status, done.stats, done.document_id) == (
+        JobStatus.SUCCEEDED,
+        {"seconds": 1.5},
+        document_id,
+    )
+    assert done.finished_at is not None and done.finished_at >= done.started_at
+    failed = jobs.get_job(session=session, job_id=failed_id)
+    assert (failed.status, failed.error_code, failed.error) == (
+        JobStatus.FAILED,
+        "encrypted",
+        "The PDF is locked.",
+    )
+    assert [j.id for j in jobs.list_jobs(session=session)] == [failed_id, job_id]
+    assert [j.id for j in jobs.list_jobs(session=session, status=JobStatus.FAILED)] == [failed_id]
+    assert [j.id for j in jobs.list_jobs(session=session, document_id=document_id)] == [job_id]
+    assert jobs.list_jobs(session=session, kind=JobKind.SUMMARIZE) == []
+
+
+def test_job_functions_return_none_for_a_missing_job(session: Session) -> None:
+    assert jobs.get_job(session=session, job_id=404) is None
+    assert jobs.start_job(session=session, job_id=404) is None
+    assert jobs.update_progress(session=session, job_id=404, stage="s", done=0, total=1) is None
+    assert jobs.finish_job(session=session, job_id=404) is None
+    assert jobs.fail_job(session=session, job_id=404, error_code="x", sentence="x") is None
+
+
+def test_one_summary_per_job(session: Session) -> None:
+    document = documents.store_document(session=session, new=new_document())
+    job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document.id)
+    # Several results without a job are fine; a second one for the same job is not.
+    session.add_all([_summary(document.id, None), _summary(document.id, None)])
+    session.add(_summary(document.id, job.id))
+    session.commit()
+    session.add(_summary(document.id, job.id))
+    with pytest.raises(IntegrityError):
+        session.commit()
+
+
+def test_store_file_is_sharded_checked_and_idempotent(tmp_path: Path) -> None:
+    data = b"%PDF-1.7 fake"
+    content_hash = hashlib.sha256(data).hexdigest()
+    files_dir = tmp_path / "files"
+    path = documents.store_file(files_dir=files_dir, content_hash=content_hash, data=data)
+    assert path == files_dir / content_hash[:2] / f"{content_hash}.pdf"
+    assert path.read_bytes() == data
+    assert documents.content_hash_of(path) == content_hash
+
+    source = tmp_path / "upload.pdf"
+    source.write_bytes(data)
+    assert documents.store_file(files_dir=files_dir, content_hash=content_hash, data=source) == path
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
+
+
+def test_store_file_refuses_content_that_does_not_match_its_hash(tmp_path: Path) -> None:
+    source = tmp_path / "upload.pdf"
+    source.write_bytes(b"actual bytes")
+    claimed = hashlib.sha256(b"other bytes").hexdigest()
+    with pytest.raises(StoredFileError):
+        documents.store_file(files_dir=tmp_path / "files", content_hash=claimed, data=source)
+    assert list((tmp_path / "files").rglob("*")) == [tmp_path / "files" / claimed[:2]]
+
+
+def test_new_document_checks_the_hash_format() -> None:
+    with pytest.raises(ValueError, match="sha256"):
+        NewDocument(
+            content_hash="ABC",
+            file_name="x.pdf",
+            kind=DocumentKind.OTHER,
+            num_tokens=0,
+            pages=(),
+            passages=(),
+        )

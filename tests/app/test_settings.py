@@ -1,0 +1,97 @@
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import DEFAULT_MODEL, Settings, get_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # No LONGDOC_* from the caller's shell, and no .env from the repo.
+    for name in list(os.environ):
+        if name.startswith("LONGDOC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    get_settings.cache_clear()
+
+
+def test_defaults_live_in_data_dir(tmp_path: Path) -> None:
+    settings = Settings()
+    data_dir = tmp_path / "var"
+    assert settings.data_dir == data_dir
+    assert settings.database_url == f"sqlite:///{data_dir / 'longdoc.db'}"
+    assert settings.files_dir == data_dir / "files"
+    assert settings.model_cache_dir == data_dir / "models"
+    assert settings.model == DEFAULT_MODEL
+    assert settings.max_upload_bytes == 200 * 1024 * 1024
+    assert (settings.max_pages, settings.parse_timeout_s) == (2000, 120.0)
+    assert (settings.parse_memory_mb, settings.passage_max_tokens) == (2048, 384)
+    assert settings.environment == "development"
+    assert not settings.is_production
+
+
+def test_environment_overrides_and_derived_paths_follow_data_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LONGDOC_DATA_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("LONGDOC_MAX_PAGES", "50")
+    monkeypatch.setenv("LONGDOC_PARSE_TIMEOUT_S", "7.5")
+    monkeypatch.setenv("LONGDOC_ENVIRONMENT", "production")
+    monkeypatch.setenv("LONGDOC_MODEL", "/models/checkpoint")
+    settings = Settings()
+    assert settings.database_url == f"sqlite:///{tmp_path / 'elsewhere' / 'longdoc.db'}"
+    assert settings.files_dir == tmp_path / "elsewhere" / "files"
+    assert (settings.max_pages, settings.parse_timeout_s) == (50, 7.5)
+    assert settings.is_production
+    assert settings.model == "/models/checkpoint"
+
+
+def test_explicit_values_win_over_derived_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LONGDOC_DATABASE_URL", "postgresql+psycopg://u@db/longdoc")
+    monkeypatch.setenv("LONGDOC_FILES_DIR", "uploads")
+    settings = Settings()
+    assert settings.database_url == "postgresql+psycopg://u@db/longdoc"
+    assert settings.files_dir == tmp_path / "uploads"  # relative paths: from the working folder
+    assert settings.model_cache_dir == tmp_path / "var" / "models"
+
+
+def test_dotenv_file_is_read_and_environment_beats_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text("LONGDOC_MAX_PAGES=12\nLONGDOC_PASSAGE_MAX_TOKENS=256\n")
+    monkeypatch.setenv("LONGDOC_PASSAGE_MAX_TOKENS", "128")
+    settings = Settings()
+    assert settings.max_pages == 12
+    assert settings.passage_max_tokens == 128
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("LONGDOC_MAX_PAGES", "many"),
+        ("LONGDOC_MAX_PAGES", "0"),
+        ("LONGDOC_MAX_UPLOAD_BYTES", "-1"),
+        ("LONGDOC_ENVIRONMENT", "staging"),
+    ],
+)
+def test_unusable_values_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_get_settings_reads_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_MAX_PAGES", "3")
+    first = get_settings()
+    monkeypatch.setenv("LONGDOC_MAX_PAGES", "4")
+    assert get_settings() is first
+    assert first.max_pages == 3
+    get_settings.cache_clear()
+    assert get_settings().max_pages == 4
+    get_settings.cache_clear()

@@ -1,0 +1,81 @@
+"""Database fixtures: an empty SQLite file, an empty PostgreSQL database, and both migrated.
+
+PostgreSQL comes from LONGDOC_TEST_POSTGRES_URL (default: the local `test` database); each test
+gets its own temporary database `longdoc_test_<random>`, dropped afterwards. Tests that need it
+skip, saying why, when the server cannot be reached.
+"""
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from app.db.session import make_engine, session_factory
+from app.migrate import upgrade
+
+POSTGRES_URL = os.environ.get(
+    "LONGDOC_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'longdoc.db'}"
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_engine() -> Iterator[Engine]:
+    engine = create_engine(
+        POSTGRES_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
+    )
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as error:
+        engine.dispose()
+        reason = str(error.orig).strip().splitlines()[0]
+        pytest.skip(
+            f"PostgreSQL unreachable at {engine.url.render_as_string(hide_password=True)} "
+            f"({reason}); set LONGDOC_TEST_POSTGRES_URL to a server where we may create databases"
+        )
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_admin_engine: Engine) -> Iterator[str]:
+    name = f"longdoc_test_{secrets.token_hex(6)}"
+    with postgres_admin_engine.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    yield postgres_admin_engine.url.set(database=name).render_as_string(hide_password=False)
+    with postgres_admin_engine.connect() as connection:
+        connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """An empty database of each kind."""
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def migrated_url(database_url: str) -> str:
+    upgrade(database_url)
+    return database_url
+
+
+@pytest.fixture
+def db_engine(migrated_url: str) -> Iterator[Engine]:
+    engine = make_engine(migrated_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def session(db_engine: Engine) -> Iterator[Session]:
+    with session_factory(db_engine)() as session:
+        yield session
