@@ -44,6 +44,35 @@ class Settings(BaseSettings):
     parse_memory_mb: int = Field(default=2048, gt=0)
     passage_max_tokens: int = Field(default=384, gt=0)
 
+    # --- Background work (worker/celery_app.py) ---
+    # "" means the embedded broker: kombu's filesystem transport under data_dir/broker (no server
+    # to run; bench/results/embedded_broker.md says why not SQLAlchemy-on-SQLite). Production:
+    # redis://host:6379/0.
+    broker_url: str = ""
+    # "" means the database above (Celery's `db+` backend); job rows stay the source of truth.
+    result_backend: str = ""
+    # Longest a task may run before it is stopped; soft limits come a minute earlier.
+    ingest_time_limit_s: float = Field(default=30 * 60, gt=0)
+    model_time_limit_s: float = Field(default=4 * 3600, gt=0)
+    # How long Redis waits for an unacknowledged task before giving it to another worker. Must
+    # exceed the longest task (None: model_time_limit_s + 10 minutes), else it runs twice.
+    visibility_timeout_s: float | None = Field(default=None, gt=0)
+    inbox_dir: Path = Field(default=Path(), description="Default: <data_dir>/inbox")
+    inbox_scan_enabled: bool = True
+    inbox_scan_interval_s: float = Field(default=300, gt=0)
+    auto_summarize_enabled: bool = True
+    auto_summarize_interval_s: float = Field(default=600, gt=0)
+
+    # --- The engine (worker/engine_holder.py) ---
+    engine_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
+    engine_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    engine_chunk_size: int | None = Field(default=None, gt=0)  # None: planned from free memory
+    engine_oom_policy: Literal["fail", "truncate", "cpu"] = "fail"
+    engine_max_kv_cache_bytes: int | None = Field(default=None, gt=0)
+    engine_num_threads: int | None = Field(default=None, gt=0)  # CPU threads; None: torch's
+    summary_max_new_tokens: int = Field(default=512, gt=0)
+    answer_max_new_tokens: int = Field(default=256, gt=0)
+
     @model_validator(mode="before")
     @classmethod
     def _fill_paths_from_data_dir(cls, values: Any) -> Any:
@@ -55,7 +84,11 @@ class Settings(BaseSettings):
         values["data_dir"] = data_dir
         if not values.get("database_url"):
             values["database_url"] = f"sqlite:///{data_dir / 'longdoc.db'}"
-        for name, default in (("files_dir", "files"), ("model_cache_dir", "models")):
+        for name, default in (
+            ("files_dir", "files"),
+            ("model_cache_dir", "models"),
+            ("inbox_dir", "inbox"),
+        ):
             given = values.get(name)
             values[name] = Path(given).expanduser().absolute() if given else data_dir / default
         return values
@@ -63,6 +96,16 @@ class Settings(BaseSettings):
     @property
     def is_production(self) -> bool:
         return self.environment == "production"
+
+    @property
+    def is_embedded_broker(self) -> bool:
+        return not self.broker_url
+
+    @property
+    def effective_visibility_timeout_s(self) -> float:
+        if self.visibility_timeout_s is not None:
+            return self.visibility_timeout_s
+        return max(self.model_time_limit_s, self.ingest_time_limit_s) + 600
 
 
 @lru_cache(maxsize=1)

@@ -47,3 +47,9 @@ class ParseTimeoutError(DocumentError):
 
 class ParseMemoryError(DocumentError):
     code = "parse_out_of_memory"
+
+
+class ContextTooSmallError(DocumentError):
+    """The model's context window cannot hold even the smallest prompt the pipeline must send."""
+
+    code = "context_too_small"

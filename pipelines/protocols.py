@@ -10,3 +10,41 @@ class TokenCounter(Protocol):
     """Counts tokens of the model's tokenizer for each text (no special tokens)."""
 
     def __call__(self, texts: Sequence[str], /) -> list[int]: ...
+
+
+class Completion(Protocol):
+    """What a model returns for one prompt: the text and the engine's per-request stats."""
+
+    text: str
+    stats: dict
+
+
+class ProgressCallback(Protocol):
+    def __call__(self, done_tokens: int, total_tokens: int, /) -> None: ...
+
+
+class ChatModel(Protocol):
+    """The model as the pipelines see it: chat messages in, text out.
+
+    The worker adapts the engine to this. Messages are {"role": "system"|"user"|"assistant",
+    "content": str}. A prompt whose leading messages repeat an earlier prompt's (the same document
+    as the prefix) is served from the engine's prefix cache, so put the document first.
+    """
+
+    @property
+    def max_context_tokens(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def count_tokens(self, texts: Sequence[str], /) -> list[int]: ...
+
+    def count_chat_tokens(self, messages: Sequence[dict[str, str]], /) -> int: ...
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_new_tokens: int,
+        on_progress: ProgressCallback | None = None,
+    ) -> Completion: ...

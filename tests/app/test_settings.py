@@ -95,3 +95,54 @@ def test_get_settings_reads_once(monkeypatch: pytest.MonkeyPatch) -> None:
     get_settings.cache_clear()
     assert get_settings().max_pages == 4
     get_settings.cache_clear()
+
+
+def test_background_work_defaults_are_embedded_and_on(tmp_path: Path) -> None:
+    settings = Settings()
+    assert settings.is_embedded_broker and settings.broker_url == ""
+    assert settings.result_backend == ""
+    assert settings.inbox_dir == tmp_path / "var" / "inbox"
+    assert settings.inbox_scan_enabled and settings.auto_summarize_enabled
+    assert settings.inbox_scan_interval_s == 300
+    # Redis must not hand a running summary to a second worker: longer than the longest task.
+    assert settings.effective_visibility_timeout_s > settings.model_time_limit_s
+    assert settings.effective_visibility_timeout_s > settings.ingest_time_limit_s
+    assert (settings.engine_device, settings.engine_dtype, settings.engine_oom_policy) == (
+        "auto",
+        "auto",
+        "fail",
+    )
+    assert settings.engine_chunk_size is None
+
+
+def test_background_work_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LONGDOC_BROKER_URL", "redis://redis:6379/0")
+    monkeypatch.setenv("LONGDOC_VISIBILITY_TIMEOUT_S", "30")
+    monkeypatch.setenv("LONGDOC_INBOX_SCAN_ENABLED", "false")
+    monkeypatch.setenv("LONGDOC_INBOX_DIR", "drop")
+    monkeypatch.setenv("LONGDOC_ENGINE_DEVICE", "cuda:1")
+    monkeypatch.setenv("LONGDOC_ENGINE_CHUNK_SIZE", "512")
+    settings = Settings()
+    assert not settings.is_embedded_broker
+    assert settings.effective_visibility_timeout_s == 30
+    assert not settings.inbox_scan_enabled
+    assert settings.inbox_dir == tmp_path / "drop"
+    assert (settings.engine_device, settings.engine_chunk_size) == ("cuda:1", 512)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("LONGDOC_ENGINE_DEVICE", "tpu"),
+        ("LONGDOC_ENGINE_DTYPE", "int4"),
+        ("LONGDOC_ENGINE_OOM_POLICY", "pray"),
+        ("LONGDOC_INBOX_SCAN_INTERVAL_S", "0"),
+        ("LONGDOC_MODEL_TIME_LIMIT_S", "-5"),
+    ],
+)
+def test_unusable_background_values_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()

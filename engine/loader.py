@@ -1,0 +1,86 @@
+"""Load a checkpoint folder (or a converted GGUF) into our model and a HF tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from engine.errors import ModelLoadError
+from engine.gguf_convert import convert_gguf
+from engine.models import LlamaModel, ModelArgs
+
+
+def resolve_checkpoint(model_path: Path, model_cache_dir: Path | None) -> Path:
+    """The checkpoint folder for model_path: the folder itself, or a GGUF converted once."""
+    model_path = Path(model_path)
+    if model_path.suffix.lower() == ".gguf":
+        if model_cache_dir is None:
+            raise ModelLoadError(f"{model_path} is a GGUF file: a model_cache_dir is needed.")
+        return convert_gguf(model_path, model_cache_dir)
+    if not (model_path / "config.json").is_file():
+        raise ModelLoadError(
+            f"{model_path} is neither a checkpoint folder with config.json nor a .gguf file."
+        )
+    return model_path
+
+
+def load_tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except Exception as exc:
+        raise ModelLoadError(f"Could not load the tokenizer from {folder}: {exc}") from exc
+
+
+def load_model(
+    folder: Path, *, device: torch.device, dtype: torch.dtype
+) -> tuple[LlamaModel, ModelArgs]:
+    """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy)."""
+    args = ModelArgs.from_folder(folder)
+    with torch.device("meta"):
+        model = LlamaModel(args)
+    state = _read_state_dict(folder, args, device=device, dtype=dtype)
+    try:
+        model.load_state_dict(state, strict=True, assign=True)
+    except RuntimeError as exc:
+        raise ModelLoadError(
+            f"The checkpoint in {folder} does not match its config: {exc}"
+        ) from exc
+    model.init_rope(device)
+    return model.eval().requires_grad_(False), args
+
+
+def _read_state_dict(
+    folder: Path, args: ModelArgs, *, device: torch.device, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise ModelLoadError(f"No *.safetensors weights in {folder}.")
+    raw: dict[str, torch.Tensor] = {}
+    for path in files:
+        with safe_open(str(path), framework="pt", device=str(device)) as handle:
+            for name in handle.keys():  # noqa: SIM118 (safe_open is not a dict)
+                key = name.removeprefix("model.")
+                raw[key] = handle.get_tensor(name).to(dtype)
+    if args.tie_word_embeddings:
+        raw.pop("lm_head.weight", None)
+    try:
+        return _fuse_projections(raw, args.num_layers)
+    except KeyError as exc:
+        raise ModelLoadError(f"The checkpoint in {folder} lacks the tensor {exc}.") from exc
+
+
+def _fuse_projections(raw: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """q/k/v into qkv_proj and gate/up into gate_up_proj: one matrix product each."""
+    for i in range(num_layers):
+        prefix = f"layers.{i}."
+        for kind in ("weight", "bias"):
+            names = [f"{prefix}self_attn.{p}_proj.{kind}" for p in ("q", "k", "v")]
+            if kind == "weight" or names[0] in raw:
+                raw[f"{prefix}self_attn.qkv_proj.{kind}"] = torch.cat([raw.pop(n) for n in names])
+        gate_up = [f"{prefix}mlp.{p}_proj.weight" for p in ("gate", "up")]
+        raw[f"{prefix}mlp.gate_up_proj.weight"] = torch.cat([raw.pop(n) for n in gate_up])
+    return raw

@@ -1,0 +1,287 @@
+"""Split a parsed document into passages that fit the model: paragraphs, then sentences, then tokens.
+
+Passages are packed greedily from whole sentences. When a passage is full it ends at the last
+paragraph end inside it, unless that would leave it less than half full, and otherwise at the last
+sentence end. Only a sentence that alone exceeds the budget is cut, at line breaks, then words,
+then characters, by langchain's RecursiveCharacterTextSplitter. Token counts come from the model's
+tokenizer in a few batched calls, and every passage's final count is measured, never estimated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+from pipelines.documents import PAGE_SEPARATOR, PageText, Passage, document_text, page_spans
+from pipelines.protocols import TokenCounter
+from pipelines.sentences import split_sentences
+
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
+# A page whose text ends like this ends its sentence; any other ending continues onto the next page.
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s*\Z")
+# Same length as PAGE_SEPARATOR, so offsets into the view are offsets into the document text.
+_CONTINUATION = " \n"
+# A full passage may end at a paragraph end only if that keeps it at least this full.
+_MIN_FILL_AT_PARAGRAPH_END = 0.5
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A sentence, or a piece of one too long for a passage."""
+
+    start: int
+    end: int
+    num_tokens: int
+    ends_paragraph: bool
+    is_piece: bool
+
+
+def split_into_passages(
+    pages: Sequence[PageText],
+    *,
+    count_tokens: TokenCounter,
+    max_tokens: int = 384,
+    overlap_sentences: int = 0,
+) -> list[Passage]:
+    """Passages of at most `max_tokens` tokens covering all the text of `pages`, in order.
+
+    Each passage is `document_text(pages)[start_char:end_char]`, without surrounding whitespace.
+    With `overlap_sentences` = k > 0 a passage repeats up to the last k whole sentences of the one
+    before it, as far as they fit.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    if overlap_sentences < 0:
+        raise ValueError(f"overlap_sentences must be at least 0, got {overlap_sentences}")
+    pages = tuple(pages)
+    text = document_text(pages)
+    units = _units(text, _continuation_view(pages), count_tokens, max_tokens)
+    if not units:
+        return []
+    sizes = _Sizes(units, _gap_tokens(text, units, count_tokens))
+    ranges = _pack(sizes, 0, len(units) - 1, max_tokens, overlap_sentences)
+    ranges, counts = _enforce_budget(text, sizes, ranges, count_tokens, max_tokens)
+    starts = [start for _, start, _ in page_spans(pages)]
+    numbers = [page.number for page in pages]
+    passages = []
+    for ordinal, ((first, last), num_tokens) in enumerate(zip(ranges, counts, strict=True)):
+        start, end = units[first].start, units[last].end
+        passages.append(
+            Passage(
+                ordinal=ordinal,
+                first_page=numbers[bisect.bisect_right(starts, start) - 1],
+                last_page=numbers[bisect.bisect_right(starts, end - 1) - 1],
+                start_char=start,
+                end_char=end,
+                text=text[start:end],
+                num_tokens=num_tokens,
+            )
+        )
+    return passages
+
+
+def _continuation_view(pages: Sequence[PageText]) -> str:
+    """The document text with page breaks that fall inside a sentence turned into line breaks.
+
+    Contracts often carry a sentence over a page break; the view lets the segmenter see one sentence
+    there while every offset stays valid for the real document text.
+    """
+    parts: list[str] = []
+    for index, page in enumerate(pages):
+        if index:
+            before, after = pages[index - 1].text, page.text
+            continues = before.strip() and after.strip() and not _SENTENCE_END.search(before)
+            parts.append(_CONTINUATION if continues else PAGE_SEPARATOR)
+        parts.append(page.text)
+    return "".join(parts)
+
+
+def _units(text: str, view: str, count_tokens: TokenCounter, max_tokens: int) -> list[_Unit]:
+    spans = split_sentences(view)
+    counts = count_tokens([text[start:end] for start, end in spans]) if spans else []
+    units = []
+    for index, ((start, end), num_tokens) in enumerate(zip(spans, counts, strict=True)):
+        is_last = index + 1 == len(spans)
+        ends_paragraph = is_last or bool(_BLANK_LINE.search(view, end, spans[index + 1][0]))
+        if num_tokens <= max_tokens:
+            units.append(_Unit(start, end, num_tokens, ends_paragraph, is_piece=False))
+            continue
+        pieces = _cut_long_sentence(text, start, end, count_tokens, max_tokens)
+        for number, (piece_start, piece_end, piece_tokens) in enumerate(pieces, start=1):
+            is_final_piece = number == len(pieces)
+            units.append(
+                _Unit(piece_start, piece_end, piece_tokens, ends_paragraph and is_final_piece, True)
+            )
+    return units
+
+
+def _cut_long_sentence(
+    text: str, start: int, end: int, count_tokens: TokenCounter, max_tokens: int
+) -> list[tuple[int, int, int]]:
+    """(start, end, tokens) of pieces of a sentence longer than `max_tokens`, each within it.
+
+    RecursiveCharacterTextSplitter cuts at line breaks, then spaces, then between characters, and
+    merges the parts back up to the budget; add_start_index gives each piece's offset back. Its
+    length function is called once per part, so the parts are counted up front in one batch.
+    """
+    sentence = text[start:end]
+    length = _CachedLength(count_tokens)
+    lines = re.split(r"(?=\n)", sentence)
+    words = [word for line in lines for word in re.split(r"(?= )", line)]
+    # Characters too: a word longer than the budget is cut between them, one length call each.
+    length.prefetch([*lines, *words, *set(sentence)])
+    splitter = RecursiveCharacterTextSplitter(
+        separators=["\n", " ", ""],
+        chunk_size=max_tokens,
+        chunk_overlap=0,
+        length_function=length,
+        add_start_index=True,
+    )
+    spans = []
+    for piece in splitter.create_documents([sentence]):
+        piece_start = start + piece.metadata["start_index"]
+        piece_end = piece_start + len(piece.page_content)
+        if text[piece_start:piece_end].strip():
+            spans.append(_tighten(text, piece_start, piece_end))
+    counts = count_tokens([text[s:e] for s, e in spans])
+    pieces = []
+    for (piece_start, piece_end), num_tokens in zip(spans, counts, strict=True):
+        if num_tokens <= max_tokens or piece_end - piece_start == 1:
+            # One character that alone exceeds the budget cannot be cut further.
+            pieces.append((piece_start, piece_end, num_tokens))
+            continue
+        # Word counts did not add up to the piece's count: cut it again with the overshoot removed.
+        smaller = max(1, max_tokens - (num_tokens - max_tokens))
+        for sub_start, sub_end, sub_tokens in _cut_long_sentence(
+            text, piece_start, piece_end, count_tokens, smaller
+        ):
+            pieces.append((sub_start, sub_end, sub_tokens))
+    return pieces
+
+
+class _CachedLength:
+    """A one-text length function for langchain over a batched counter."""
+
+    def __init__(self, count_tokens: TokenCounter) -> None:
+        self._count_tokens = count_tokens
+        self._known: dict[str, int] = {}
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        missing = sorted({t for t in texts if t and t not in self._known})
+        if missing:
+            self._known.update(zip(missing, self._count_tokens(missing), strict=True))
+
+    def __call__(self, text: str) -> int:
+        if text not in self._known:
+            self._known[text] = self._count_tokens([text])[0]
+        return self._known[text]
+
+
+def _tighten(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _gap_tokens(text: str, units: list[_Unit], count_tokens: TokenCounter) -> list[int]:
+    """Estimated tokens the whitespace between unit i and i + 1 adds when both sit in one passage.
+
+    Measured as count("a" + gap + "a") - 2 * count("a") once per distinct gap: a space usually
+    merges into the next word's token (0), a blank line usually costs a token of its own.
+    """
+    gaps = [text[left.end : right.start] for left, right in itertools.pairwise(units)]
+    distinct = sorted(set(gaps))
+    if not distinct:
+        return []
+    counts = count_tokens(["a", *(f"a{gap}a" for gap in distinct)])
+    cost = {gap: max(0, n - 2 * counts[0]) for gap, n in zip(distinct, counts[1:], strict=True)}
+    return [cost[gap] for gap in gaps]
+
+
+class _Sizes:
+    """Estimated tokens of any run of units, from prefix sums."""
+
+    def __init__(self, units: Sequence[_Unit], gap_tokens: Sequence[int]) -> None:
+        self.units = units
+        self._gap_tokens = gap_tokens
+        # _cumulative[i]: units 0..i-1 with the gaps between them.
+        self._cumulative = [0]
+        for index, unit in enumerate(units):
+            gap = gap_tokens[index - 1] if index else 0
+            self._cumulative.append(self._cumulative[-1] + gap + unit.num_tokens)
+
+    def __call__(self, first: int, last: int) -> int:
+        gap_before_first = self._gap_tokens[first - 1] if first else 0
+        return self._cumulative[last + 1] - self._cumulative[first] - gap_before_first
+
+
+def _pack(sizes: _Sizes, lo: int, hi: int, budget: int, overlap: int) -> list[tuple[int, int]]:
+    """Inclusive ranges of units lo..hi, each a passage whose estimated size fits `budget`."""
+    units = sizes.units
+    ranges = []
+    first = lo
+    while first <= hi:
+        last = first
+        while last < hi and sizes(first, last + 1) <= budget:
+            last += 1
+        if last < hi and not units[last].ends_paragraph:
+            for candidate in range(last - 1, first - 1, -1):
+                if sizes(first, candidate) < budget * _MIN_FILL_AT_PARAGRAPH_END:
+                    break
+                if units[candidate].ends_paragraph:
+                    last = candidate
+                    break
+        ranges.append((first, last))
+        following = last + 1
+        if following > hi:
+            break
+        # Repeat up to `overlap` whole sentences of this passage, as many as fit with the next one.
+        next_first = following
+        for repeated in range(min(overlap, last - first), 0, -1):
+            start = following - repeated
+            is_whole = not any(unit.is_piece for unit in units[start : following + 1])
+            if is_whole and sizes(start, following) <= budget:
+                next_first = start
+                break
+        first = next_first
+    return ranges
+
+
+def _enforce_budget(
+    text: str,
+    sizes: _Sizes,
+    ranges: list[tuple[int, int]],
+    count_tokens: TokenCounter,
+    max_tokens: int,
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """Measure every passage; re-pack the few whose real count exceeds max_tokens.
+
+    Tokens can merge or split across a sentence boundary unlike the per-sentence counts suggest.
+    An over-long range holds at least two units (each unit was measured alone and fits), and it is
+    re-packed with a budget below its estimate, so it splits; every round shrinks it, so this ends.
+    """
+    units = sizes.units
+
+    def measure(spans: list[tuple[int, int]]) -> list[int]:
+        return count_tokens([text[units[first].start : units[last].end] for first, last in spans])
+
+    counts = measure(ranges)
+    while any(count > max_tokens for count in counts):
+        next_ranges: list[tuple[int, int]] = []
+        for (first, last), count in zip(ranges, counts, strict=True):
+            if count <= max_tokens:
+                next_ranges.append((first, last))
+                continue
+            overshoot = count - max_tokens
+            budget = max(1, min(sizes(first, last) - 1, max_tokens - overshoot))
+            next_ranges.extend(_pack(sizes, first, last, budget, overlap=0))
+        # Re-measuring the unchanged ranges too keeps this simple; the loop rarely runs twice.
+        ranges, counts = next_ranges, measure(next_ranges)
+    return ranges, counts

@@ -1,0 +1,246 @@
+"""Summarize a document: in one pass when it fits the model's context, else hierarchically.
+
+One pass: the whole page-marked document and the template's instructions in one prompt; the engine
+reads it with chunked prefill. Its prompt shares the document prefix with later questions
+(pipelines.prompts), so they reuse the cached KV blocks.
+
+Hierarchical: the passages are cut into sections that fit (pipelines.sections), each section is
+summarized and labelled with its pages ("Pages 4-9: ..."), and the section summaries are
+combined. When they are too long to combine at once they are combined in groups, level by level,
+at most `max_combine_levels` levels deep. The result says which path was taken.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.errors import ContextTooSmallError
+from pipelines.inputs import DocumentInput
+from pipelines.model_calls import CallLog, fits
+from pipelines.prompts import (
+    Template,
+    choose_template,
+    combine_messages,
+    document_block,
+    render_pages,
+    render_span,
+    section_messages,
+    summary_messages,
+)
+from pipelines.protocols import ChatModel
+from pipelines.sections import Section, cut_sections, halve
+
+logger = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]
+# Section budgets leave this many tokens spare for page labels and tokenizer differences.
+_SAFETY_TOKENS = 16
+_MIN_SECTION_NEW_TOKENS = 32
+_MIN_GROUP_NEW_TOKENS = 16
+# What a "Pages 12-19: " label and the blank line before it cost, at most.
+_LABEL_TOKENS = 12
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """A summary and how it was made. One pass has no sections (0 and [])."""
+
+    text: str
+    method: str  # "one_pass" | "hierarchical"
+    num_sections: int
+    section_pages: list[tuple[int, int]]
+    stats: dict[str, Any]
+    template: str = ""
+    section_summaries: list[str] = field(default_factory=list)
+
+
+def summarize(
+    document: DocumentInput,
+    model: ChatModel,
+    *,
+    max_new_tokens: int = 512,
+    section_max_new_tokens: int | None = None,
+    max_section_tokens: int | None = None,
+    max_combine_levels: int = 4,
+    on_progress: ProgressFn | None = None,
+) -> SummaryResult:
+    """Summarize `document` with `model`, choosing the template by the document's kind.
+
+    Progress: in one pass, `on_progress(done, total)` is the model's prefill progress in prompt
+    tokens. Hierarchically it counts model calls: sections done, then combine calls, out of the
+    calls planned so far (the total grows if combining needs another level).
+    `section_max_new_tokens` bounds each section summary (default half of `max_new_tokens`);
+    `max_section_tokens` caps a section's text below what the context would allow.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    template = choose_template(document.kind, document.pages)
+    calls = CallLog(model)
+    messages = summary_messages(
+        document_block(document.title, render_pages(document.pages)), template
+    )
+    if fits(model, messages, max_new_tokens):
+        text = calls.run(
+            "summary", messages, max_new_tokens=max_new_tokens, on_progress=on_progress
+        )
+        logger.info("summary done: method=one_pass calls=%d", len(calls.calls))
+        return SummaryResult(text.strip(), "one_pass", 0, [], calls.stats(), template.name)
+    section_new = section_max_new_tokens or max(_MIN_SECTION_NEW_TOKENS, max_new_tokens // 2)
+    sections = _fitting_sections(document, model, template, section_new, max_section_tokens)
+    progress = _Progress(on_progress, total=len(sections) + 1)
+    parts: list[tuple[int, int, str]] = []
+    for section in sections:
+        block = document_block(
+            document.title, render_span(document.pages, section.start_char, section.end_char)
+        )
+        messages = section_messages(block, template, section.first_page, section.last_page)
+        text = calls.run("section", messages, max_new_tokens=section_new)
+        parts.append((section.first_page, section.last_page, text.strip()))
+        progress.step()
+    text = _combine(
+        document.title, template, parts, model, calls, progress,
+        max_new_tokens=max_new_tokens, group_new_tokens=section_new,
+        max_levels=max_combine_levels,
+    )  # fmt: skip
+    logger.info(
+        "summary done: method=hierarchical sections=%d calls=%d", len(sections), len(calls.calls)
+    )
+    return SummaryResult(
+        text=text.strip(),
+        method="hierarchical",
+        num_sections=len(sections),
+        section_pages=[(first, last) for first, last, _ in parts],
+        stats=calls.stats(),
+        template=template.name,
+        section_summaries=[summary for _, _, summary in parts],
+    )
+
+
+class _Progress:
+    def __init__(self, callback: ProgressFn | None, total: int) -> None:
+        self.callback, self.done, self.total = callback, 0, total
+        self._report()
+
+    def step(self) -> None:
+        self.done += 1
+        self._report()
+
+    def add(self, num_calls: int) -> None:
+        self.total += num_calls
+        self._report()
+
+    def _report(self) -> None:
+        if self.callback is not None:
+            self.callback(self.done, self.total)
+
+
+def _fitting_sections(
+    document: DocumentInput,
+    model: ChatModel,
+    template: Template,
+    section_new: int,
+    max_section_tokens: int | None,
+) -> list[Section]:
+    """Sections whose real prompts fit: cut by estimate, then measured; too long ones halved."""
+    empty = section_messages(document_block(document.title, ""), template, 1, 1)
+    budget = model.max_context_tokens - section_new - model.count_chat_tokens(empty)
+    budget -= _SAFETY_TOKENS
+    if max_section_tokens is not None:
+        budget = min(budget, max_section_tokens)
+    if budget < 1 or not document.passages:
+        raise ContextTooSmallError(
+            f"The model's context of {model.max_context_tokens} tokens is too small to summarize "
+            "this document part by part."
+        )
+    pending = cut_sections(document.pages, document.passages, budget)
+    done: list[Section] = []
+    while pending:
+        section = pending.pop(0)
+        block = document_block(
+            document.title, render_span(document.pages, section.start_char, section.end_char)
+        )
+        messages = section_messages(block, template, section.first_page, section.last_page)
+        if fits(model, messages, section_new):
+            done.append(section)
+            continue
+        halves = halve(section)
+        if len(halves) == 1:
+            raise ContextTooSmallError(
+                f"A passage on page {section.first_page} does not fit the model's context of "
+                f"{model.max_context_tokens} tokens with room for its summary."
+            )
+        pending[:0] = halves
+    return done
+
+
+def _combine(
+    title: str | None,
+    template: Template,
+    parts: list[tuple[int, int, str]],
+    model: ChatModel,
+    calls: CallLog,
+    progress: _Progress,
+    *,
+    max_new_tokens: int,
+    group_new_tokens: int,
+    max_levels: int,
+) -> str:
+    """One summary from the section summaries, combining in groups while they do not fit.
+
+    A group's summary is kept to a third of the room a combine prompt has, so that two of them
+    and their combined summary always fit one prompt and every level shrinks the list.
+    """
+    room = model.max_context_tokens - model.count_chat_tokens(combine_messages(title, template, []))
+    group_new_tokens = min(group_new_tokens, (room - 2 * _LABEL_TOKENS) // 3)
+    for level in range(max_levels + 1):
+        messages = combine_messages(title, template, parts)
+        if fits(model, messages, max_new_tokens):
+            text = calls.run("combine", messages, max_new_tokens=max_new_tokens)
+            progress.step()
+            return text
+        if level == max_levels or group_new_tokens < _MIN_GROUP_NEW_TOKENS:
+            break
+        groups = _groups(title, template, parts, model, group_new_tokens)
+        if len(groups) == len(parts):
+            break
+        merged = [group for group in groups if len(group) > 1]
+        progress.add(len(merged))
+        next_parts = []
+        for group in groups:
+            if len(group) == 1:
+                next_parts.append(group[0])
+                continue
+            text = calls.run(
+                "combine_group",
+                combine_messages(title, template, group),
+                max_new_tokens=group_new_tokens,
+            )
+            next_parts.append((group[0][0], max(last for _, last, _ in group), text.strip()))
+            progress.step()
+        parts = next_parts
+    raise ContextTooSmallError(
+        f"The model's context of {model.max_context_tokens} tokens is too small to combine "
+        f"{len(parts)} section summaries into one."
+    )
+
+
+def _groups(
+    title: str | None,
+    template: Template,
+    parts: list[tuple[int, int, str]],
+    model: ChatModel,
+    max_new_tokens: int,
+) -> list[list[tuple[int, int, str]]]:
+    """Consecutive parts, greedily grouped so that each group's combine prompt fits."""
+    groups: list[list[tuple[int, int, str]]] = []
+    for part in parts:
+        if groups and fits(
+            model, combine_messages(title, template, [*groups[-1], part]), max_new_tokens
+        ):
+            groups[-1].append(part)
+        else:
+            groups.append([part])
+    return groups

@@ -1,0 +1,123 @@
+import pytest
+
+from pipelines.citations import parse_citations
+from pipelines.errors import ContextTooSmallError
+from pipelines.prompts import render_pages
+from pipelines.summarize import summarize
+from tests.pipelines.echo_model import EchoModel, filler_page, make_document
+
+NUM_PAGES = 12
+
+
+class Recorder(list):
+    def append_pair(self, done: int, total: int) -> None:
+        self.append((done, total))
+
+
+@pytest.fixture
+def long_document():
+    return make_document([filler_page(n) for n in range(1, NUM_PAGES + 1)], max_tokens=40)
+
+
+def document_tokens(document) -> int:
+    return len(render_pages(document.pages).split())
+
+
+def test_a_document_that_fits_is_summarized_in_one_pass(long_document) -> None:
+    model = EchoModel(max_context_tokens=4096)
+    progress = Recorder()
+    result = summarize(long_document, model, max_new_tokens=300, on_progress=progress.append_pair)
+    assert result.method == "one_pass"
+    assert (result.num_sections, result.section_pages) == (0, [])
+    assert len(model.prompts) == 1
+    # The whole page-marked document went into the one prompt.
+    assert render_pages(long_document.pages) in model.prompts[0][-1]["content"]
+    assert parse_citations(result.text)[:3] == [1, 2, 3]
+    assert result.stats["num_calls"] == 1 and result.stats["num_chunks"] >= 2
+    # One-pass progress is the prefill in tokens, ending complete.
+    assert progress[-1][0] == progress[-1][1] == result.stats["num_prompt_tokens"]
+
+
+def test_a_longer_document_is_summarized_by_sections_then_combined(long_document) -> None:
+    model = EchoModel(max_context_tokens=400)
+    assert document_tokens(long_document) > 2 * model.max_context_tokens
+    progress = Recorder()
+    result = summarize(
+        long_document,
+        model,
+        max_new_tokens=60,
+        section_max_new_tokens=40,
+        on_progress=progress.append_pair,
+    )
+    assert result.method == "hierarchical"
+    assert result.num_sections == len(result.section_pages) >= 2
+    steps = [call["step"] for call in result.stats["calls"]]
+    assert steps == ["section"] * result.num_sections + ["combine"]
+    # Sections are consecutive, cover every page, and each summary is labelled with its pages.
+    firsts = [first for first, _ in result.section_pages]
+    assert firsts == sorted(firsts) and firsts[0] == 1
+    assert result.section_pages[-1][1] == NUM_PAGES
+    combine_prompt = model.prompts[-1][-1]["content"]
+    for (first, last), summary in zip(result.section_pages, result.section_summaries, strict=True):
+        label = f"Page {first}" if first == last else f"Pages {first}-{last}"
+        assert f"{label}: {summary}" in combine_prompt
+        # Each section summary cites only pages of its own section.
+        assert all(first <= page <= last for page in parse_citations(summary))
+    # Progress counts calls: 0 of N first, then one per call, ending N of N.
+    assert progress[0] == (0, result.num_sections + 1)
+    assert progress[-1] == (result.stats["num_calls"], result.stats["num_calls"])
+    assert [done for done, _ in progress] == list(range(len(progress)))
+
+
+def test_summaries_that_do_not_fit_are_combined_in_groups(long_document) -> None:
+    model = EchoModel(max_context_tokens=220)
+    progress = Recorder()
+    result = summarize(
+        long_document,
+        model,
+        max_new_tokens=60,
+        section_max_new_tokens=40,
+        on_progress=progress.append_pair,
+    )
+    steps = [call["step"] for call in result.stats["calls"]]
+    assert result.method == "hierarchical"
+    assert "combine_group" in steps and steps[-1] == "combine"
+    assert steps.count("combine") == 1
+    assert progress[-1] == (len(steps), len(steps))
+    totals = [total for _, total in progress]
+    assert totals == sorted(totals) and totals[0] < totals[-1]
+
+
+def test_combine_levels_are_bounded(long_document) -> None:
+    model = EchoModel(max_context_tokens=220)
+    with pytest.raises(ContextTooSmallError, match="too small to combine"):
+        summarize(
+            long_document, model, max_new_tokens=60, section_max_new_tokens=40,
+            max_combine_levels=0,
+        )  # fmt: skip
+
+
+def test_max_section_tokens_caps_sections(long_document) -> None:
+    model = EchoModel(max_context_tokens=10_000)
+    capped = summarize(long_document, model, max_new_tokens=60, max_section_tokens=1)
+    assert capped.method == "one_pass"  # the cap only matters when the document does not fit
+    small = EchoModel(max_context_tokens=document_tokens(long_document))
+    free = summarize(long_document, small, max_new_tokens=200)
+    capped = summarize(long_document, EchoModel(small.max_context_tokens), max_new_tokens=200,
+                       max_section_tokens=60)  # fmt: skip
+    assert free.method == capped.method == "hierarchical"
+    assert capped.num_sections > free.num_sections
+
+
+def test_a_context_too_small_for_any_section_is_a_clear_error(long_document) -> None:
+    with pytest.raises(ContextTooSmallError, match="context of 90 tokens"):
+        summarize(long_document, EchoModel(max_context_tokens=90), max_new_tokens=40)
+
+
+def test_stats_add_up_over_calls(long_document) -> None:
+    model = EchoModel(max_context_tokens=document_tokens(long_document) // 2)
+    result = summarize(long_document, model, max_new_tokens=120)
+    calls = result.stats["calls"]
+    assert result.stats["num_prompt_tokens"] == sum(c["num_prompt_tokens"] for c in calls)
+    assert result.stats["num_chunks"] == sum(len(c["chunk_sizes"]) for c in calls)
+    assert result.stats["model"] == "echo-test"
