@@ -134,4 +134,3 @@ def _print_outcomes(outcomes: list, missing: list[Path]) -> None:
 
 def main() -> None:
     cli()
-
