@@ -2,8 +2,10 @@
 
 nupunkt (a Punkt model trained on legal text, shipped inside the wheel) does the work; it scored
 best on our hand-labelled set (bench/results/segmenters.md). This module adds a thin layer:
-dosing and unit abbreviations the model lacks, and re-joining a list marker such as "2." that
-Punkt leaves as a sentence of its own when an inline numbered list follows a full stop.
+dosing and unit abbreviations the model lacks; abbreviations such as "e.g." or "v." that never end
+a sentence even before a capital; re-joining a list marker such as "2." that Punkt leaves as a
+sentence of its own when an inline numbered list follows a full stop; and blank lines as hard
+boundaries.
 """
 
 from __future__ import annotations
@@ -46,32 +48,12 @@ EXTRA_ABBREVIATIONS: tuple[str, ...] = (
 )
 
 # Abbreviations that introduce what follows and so never end a sentence, even before a capital:
-# "e.g. Section 12.3", "Acme v. Beta", "Dr. Patel", "Fig. 2". Punkt may still split before a capital.
-NEVER_FINAL: frozenset[str] = frozenset(
-    [
-        "e.g.",
-        "i.e.",
-        "cf.",
-        "viz.",
-        "v.",
-        "vs.",
-        "Dr.",
-        "Mr.",
-        "Mrs.",
-        "Ms.",
-        "Prof.",
-        "Fig.",
-        "Figs.",
-        "Sec.",
-        "Secs.",
-        "Art.",
-        "Arts.",
-        "No.",
-        "Nos.",
-        "Pat.",
-        "Ex.",
-    ]
+# "e.g. Section 12.3", "Acme v. Beta", "Dr. Patel". Punkt may split there before a capital. ("No."
+# is not one: "the answer is No." ends sentences in forms.)
+_NEVER_FINAL_WORDS = (
+    "e.g. i.e. cf. viz. v. vs. Dr. Mr. Mrs. Ms. Prof. Fig. Figs. Sec. Secs. Art. Arts."
 )
+NEVER_FINAL: frozenset[str] = frozenset([*_NEVER_FINAL_WORDS.split(), "Pat.", "Ex."])
 
 # A "sentence" that is only a list marker: "2.", "(b)", "iv.", "a)".
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,3}|[a-zA-Z]|[ivxlcdm]{1,6}|[IVXLCDM]{1,6})[.)]")

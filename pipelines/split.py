@@ -1,4 +1,4 @@
-"""Split a parsed document into passages that fit the model: paragraphs, then sentences, then tokens.
+"""Split parsed pages into passages that fit the model: paragraphs, then sentences, then tokens.
 
 Passages are packed greedily from whole sentences. When a passage is full it ends at the last
 paragraph end inside it, unless that would leave it less than half full, and otherwise at the last
@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -52,7 +52,8 @@ def split_into_passages(
 
     Each passage is `document_text(pages)[start_char:end_char]`, without surrounding whitespace.
     With `overlap_sentences` = k > 0 a passage repeats up to the last k whole sentences of the one
-    before it, as far as they fit.
+    before it, as far as they fit. The one passage that can exceed `max_tokens` is a single
+    character that alone counts more (possible only with a budget of a few tokens).
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
@@ -104,6 +105,8 @@ def _continuation_view(pages: Sequence[PageText]) -> str:
 def _units(text: str, view: str, count_tokens: TokenCounter, max_tokens: int) -> list[_Unit]:
     spans = split_sentences(view)
     counts = count_tokens([text[start:end] for start, end in spans]) if spans else []
+    too_long = [span for span, count in zip(spans, counts, strict=True) if count > max_tokens]
+    pieces = iter(_cut_long_sentences(text, too_long, count_tokens, max_tokens))
     units = []
     for index, ((start, end), num_tokens) in enumerate(zip(spans, counts, strict=True)):
         is_last = index + 1 == len(spans)
@@ -111,57 +114,78 @@ def _units(text: str, view: str, count_tokens: TokenCounter, max_tokens: int) ->
         if num_tokens <= max_tokens:
             units.append(_Unit(start, end, num_tokens, ends_paragraph, is_piece=False))
             continue
-        pieces = _cut_long_sentence(text, start, end, count_tokens, max_tokens)
-        for number, (piece_start, piece_end, piece_tokens) in enumerate(pieces, start=1):
-            is_final_piece = number == len(pieces)
-            units.append(
-                _Unit(piece_start, piece_end, piece_tokens, ends_paragraph and is_final_piece, True)
-            )
+        cut = next(pieces)
+        for number, (piece_start, piece_end, piece_tokens) in enumerate(cut, start=1):
+            is_final = ends_paragraph and number == len(cut)
+            units.append(_Unit(piece_start, piece_end, piece_tokens, is_final, is_piece=True))
     return units
 
 
-def _cut_long_sentence(
-    text: str, start: int, end: int, count_tokens: TokenCounter, max_tokens: int
-) -> list[tuple[int, int, int]]:
-    """(start, end, tokens) of pieces of a sentence longer than `max_tokens`, each within it.
+def _cut_long_sentences(
+    text: str, spans: list[tuple[int, int]], count_tokens: TokenCounter, max_tokens: int
+) -> list[list[tuple[int, int, int]]]:
+    """For each sentence span longer than `max_tokens`, its pieces as (start, end, tokens).
 
     RecursiveCharacterTextSplitter cuts at line breaks, then spaces, then between characters, and
-    merges the parts back up to the budget; add_start_index gives each piece's offset back. Its
-    length function is called once per part, so the parts are counted up front in one batch.
+    merges parts back up to its chunk size by the sum of their counts. The real count of a piece
+    can differ from that sum, so every piece is measured (all sentences in one batch) and the few
+    still over the budget are cut again with the chunk size lowered by their overshoot.
     """
-    sentence = text[start:end]
     length = _CachedLength(count_tokens)
+    pieces: list[list[tuple[int, int, int]]] = [[] for _ in spans]
+    work = [(index, start, end, max_tokens) for index, (start, end) in enumerate(spans)]
+    while work:
+        length.prefetch([part for _, start, end, _ in work for part in _parts(text[start:end])])
+        cuts = [
+            (index, piece, chunk_size)
+            for index, start, end, chunk_size in work
+            for piece in _langchain_cut(text, start, end, length, chunk_size)
+        ]
+        counts = count_tokens([text[start:end] for _, (start, end), _ in cuts])
+        work = []
+        for (index, (start, end), chunk_size), num_tokens in zip(cuts, counts, strict=True):
+            if num_tokens <= max_tokens or end - start == 1:
+                # One character that alone exceeds the budget cannot be cut further.
+                pieces[index].append((start, end, num_tokens))
+            else:
+                smaller = max(1, chunk_size - (num_tokens - max_tokens))
+                work.append((index, start, end, smaller))
+    return [sorted(cut) for cut in pieces]
+
+
+def _parts(sentence: str) -> list[str]:
+    """What the splitter will measure: lines, words with their leading space, characters."""
     lines = re.split(r"(?=\n)", sentence)
-    words = [word for line in lines for word in re.split(r"(?= )", line)]
-    # Characters too: a word longer than the budget is cut between them, one length call each.
-    length.prefetch([*lines, *words, *set(sentence)])
+    return [*lines, *(word for line in lines for word in re.split(r"(?= )", line)), *set(sentence)]
+
+
+def _langchain_cut(
+    text: str, start: int, end: int, length: Callable[[str], int], chunk_size: int
+) -> list[tuple[int, int]]:
+    sentence = text[start:end]
     splitter = RecursiveCharacterTextSplitter(
         separators=["\n", " ", ""],
-        chunk_size=max_tokens,
+        chunk_size=chunk_size,
         chunk_overlap=0,
         length_function=length,
         add_start_index=True,
     )
-    spans = []
+    starts: list[int] = []
     for piece in splitter.create_documents([sentence]):
-        piece_start = start + piece.metadata["start_index"]
-        piece_end = piece_start + len(piece.page_content)
-        if text[piece_start:piece_end].strip():
-            spans.append(_tighten(text, piece_start, piece_end))
-    counts = count_tokens([text[s:e] for s, e in spans])
-    pieces = []
-    for (piece_start, piece_end), num_tokens in zip(spans, counts, strict=True):
-        if num_tokens <= max_tokens or piece_end - piece_start == 1:
-            # One character that alone exceeds the budget cannot be cut further.
-            pieces.append((piece_start, piece_end, num_tokens))
-            continue
-        # Word counts did not add up to the piece's count: cut it again with the overshoot removed.
-        smaller = max(1, max_tokens - (num_tokens - max_tokens))
-        for sub_start, sub_end, sub_tokens in _cut_long_sentence(
-            text, piece_start, piece_end, count_tokens, smaller
-        ):
-            pieces.append((sub_start, sub_end, sub_tokens))
-    return pieces
+        offset = piece.metadata["start_index"]
+        if offset < 0:
+            # add_start_index searches after the previous piece's end, but parts counted 0 tokens
+            # (whitespace) can be carried into the next piece too: search from its start instead.
+            offset = sentence.find(piece.page_content, starts[-1] + 1 if starts else 0)
+        if offset >= 0 and (not starts or offset > starts[-1]):
+            starts.append(offset)
+    if len(starts) <= 1 and end - start > 1:
+        # Kept whole: its parts counted far less than it does. Halve it instead.
+        starts = [0, (end - start) // 2]
+    # Each piece runs to where the next begins, so no character is lost or repeated.
+    bounds = [start + offset for offset in starts[1:]]
+    spans = [_tighten(text, a, b) for a, b in zip([start, *bounds], [*bounds, end], strict=True)]
+    return [(a, b) for a, b in spans if a < b]
 
 
 class _CachedLength:
@@ -264,8 +288,9 @@ def _enforce_budget(
     """Measure every passage; re-pack the few whose real count exceeds max_tokens.
 
     Tokens can merge or split across a sentence boundary unlike the per-sentence counts suggest.
-    An over-long range holds at least two units (each unit was measured alone and fits), and it is
-    re-packed with a budget below its estimate, so it splits; every round shrinks it, so this ends.
+    An over-long range of two or more units is re-packed with a budget below its estimate, or
+    halved, so it splits; every round shrinks it, so this ends. A single unit was measured alone
+    and fits, unless it is one character that alone exceeds the budget, which nothing can cut.
     """
     units = sizes.units
 
@@ -273,15 +298,26 @@ def _enforce_budget(
         return count_tokens([text[units[first].start : units[last].end] for first, last in spans])
 
     counts = measure(ranges)
-    while any(count > max_tokens for count in counts):
+
+    def is_over(span: tuple[int, int], count: int) -> bool:
+        return count > max_tokens and span[0] < span[1]
+
+    while any(map(is_over, ranges, counts)):
         next_ranges: list[tuple[int, int]] = []
-        for (first, last), count in zip(ranges, counts, strict=True):
-            if count <= max_tokens:
+        for index, ((first, last), count) in enumerate(zip(ranges, counts, strict=True)):
+            if not is_over((first, last), count):
                 next_ranges.append((first, last))
                 continue
             overshoot = count - max_tokens
             budget = max(1, min(sizes(first, last) - 1, max_tokens - overshoot))
-            next_ranges.extend(_pack(sizes, first, last, budget, overlap=0))
+            repacked = _pack(sizes, first, last, budget, overlap=0)
+            if len(repacked) == 1:
+                # The estimates are far off (units that count 0 alone): halve instead.
+                middle = (first + last) // 2
+                repacked = [(first, middle), (middle + 1, last)]
+            # With overlap the next passage may already hold the tail of this one.
+            next_first = ranges[index + 1][0] if index + 1 < len(ranges) else len(units)
+            next_ranges.extend(span for span in repacked if span[0] < next_first)
         # Re-measuring the unchanged ranges too keeps this simple; the loop rarely runs twice.
         ranges, counts = next_ranges, measure(next_ranges)
     return ranges, counts

@@ -150,6 +150,7 @@ def test_same_text_same_spans() -> None:
     assert split_sentences(text) == split_sentences(text)
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_spans_contract_on_corpus_text() -> None:
     if not CORPUS.is_dir():

