@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -91,7 +92,12 @@ def main() -> None:
     parse_s = sum(r["parse_s"] for r in rows)
     split_s = sum(r["split_s"] for r in rows)
     result = {
-        "machine": {"cpu": _cpu_name(), "cores": _num_cores(), "python": platform.python_version()},
+        "machine": {
+            "cpu": _cpu_name(),
+            "cores": _num_cores(),
+            "python": platform.python_version(),
+            "load_average_1min": round(os.getloadavg()[0], 2),
+        },
         "versions": {name: version(name) for name in ("pypdf", "nupunkt", "tokenizers")},
         "num_files_parsed": len(rows),
         "num_files_refused": refused,
@@ -111,8 +117,6 @@ def main() -> None:
 
 
 def _num_cores() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 
@@ -122,7 +126,8 @@ def _markdown(r: dict) -> str:
     lines = [
         "# Parse and split speed over the shared corpus",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}; "
+        f"Machine: {m['cpu']}, {m['cores']} cores (1-minute load {m['load_average_1min']} at the "
+        f"end of the run), Python {m['python']}; "
         + ", ".join(f"{k} {v}" for k, v in r["versions"].items())
         + ". One process, one file at a time. Produced by `bench/parse.py`.",
         "",
