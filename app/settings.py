@@ -3,10 +3,8 @@
 Only entry points (the CLI, the worker, the UI) call `get_settings()`; services take explicit
 arguments so they can be tested without touching the environment.
 
-`environment` is "development" or "production". Production refuses unsafe defaults where one
-exists; today none does (there is no secret yet), so the two behave alike. The first secret
-(e.g. a UI password) gets no default, or a development-only default that an after-validator
-refuses when `is_production`, with a sentence naming the variable to set.
+`environment` is "development" or "production". Production refuses unsafe defaults: today the
+one secret, the UI password, must be set there (`_production_needs_a_ui_password`).
 """
 
 from functools import lru_cache
@@ -18,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MIB = 1024 * 1024
+UI_PASSWORD_HASH_PATTERN = r"^(|pbkdf2_sha256\$[0-9]+\$[A-Za-z0-9+/=_-]+\$[A-Za-z0-9+/=_-]+)$"
 
 
 class Settings(BaseSettings):
@@ -73,6 +72,12 @@ class Settings(BaseSettings):
     summary_max_new_tokens: int = Field(default=512, gt=0)
     answer_max_new_tokens: int = Field(default=256, gt=0)
 
+    # --- The web UI (ui/) ---
+    # "" leaves the UI open (fine on one's own machine); production refuses "". Make a hash with
+    # `python -m ui.auth`: "pbkdf2_sha256$<iterations>$<salt>$<hash>", never the password itself.
+    ui_password_hash: str = Field(default="", pattern=UI_PASSWORD_HASH_PATTERN)
+    ui_port: int = Field(default=8501, gt=0, lt=65536)
+
     @model_validator(mode="before")
     @classmethod
     def _fill_paths_from_data_dir(cls, values: Any) -> Any:
@@ -92,6 +97,15 @@ class Settings(BaseSettings):
             given = values.get(name)
             values[name] = Path(given).expanduser().absolute() if given else data_dir / default
         return values
+
+    @model_validator(mode="after")
+    def _production_needs_a_ui_password(self) -> "Settings":
+        if self.is_production and not self.ui_password_hash:
+            raise ValueError(
+                "production needs a UI password: set LONGDOC_UI_PASSWORD_HASH to the output of "
+                "`python -m ui.auth`"
+            )
+        return self
 
     @property
     def is_production(self) -> bool:

@@ -8,6 +8,7 @@ from sqlalchemy import JSON
 
 from app.db.models import Base, UTCDateTime
 from app.db.session import make_engine
+from app.migrate import is_app_object
 
 config = context.config
 # Only the alembic command line reads alembic.ini's logging setup; app/migrate.py passes no file,
@@ -44,6 +45,7 @@ def run_migrations_offline() -> None:
         url=_database_url(),
         target_metadata=target_metadata,
         render_item=_render_item,
+        include_name=is_app_object,
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
     )
@@ -62,6 +64,7 @@ def run_migrations_online() -> None:
                 target_metadata=target_metadata,
                 render_as_batch=connection.dialect.name == "sqlite",
                 render_item=_render_item,
+                include_name=is_app_object,
                 compare_type=True,
                 # Both databases roll back a failed upgrade whole; SQLite does too because
                 # make_engine emits BEGIN itself (see app/db/session.py).

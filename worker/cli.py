@@ -134,3 +134,7 @@ def _print_outcomes(outcomes: list, missing: list[Path]) -> None:
 
 def main() -> None:
     cli()
+
+
+# Registered on `cli` by importing them: queueing and following jobs, and the services.
+from worker import cli_jobs, cli_services  # noqa: E402, F401

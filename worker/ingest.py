@@ -83,15 +83,19 @@ def ingest_file(
     on_stage: Progress | None = None,
 ) -> IngestOutcome:
     """Store one PDF, or say why not. Never raises for a bad document; database errors propagate."""
-    stage = on_stage or (lambda _: None)
     with sessions() as session:
         job = jobs.create_job(session=session, kind=JobKind.INGEST, params={"file_name": path.name})
         jobs.start_job(session=session, job_id=job.id)
         session.commit()
         job_id = job.id
     try:
-        return _ingest(
-            path, job_id, sessions=sessions, options=options, count_tokens=count_tokens, stage=stage
+        return ingest_into_job(
+            path,
+            job_id,
+            sessions=sessions,
+            options=options,
+            count_tokens=count_tokens,
+            on_stage=on_stage,
         )
     except DocumentError as error:
         return _refuse(path, job_id, sessions, error.code, error.message)
@@ -105,15 +109,21 @@ def ingest_file(
         return _refuse(path, job_id, sessions, "internal_error", _UNEXPECTED)
 
 
-def _ingest(
+def ingest_into_job(
     path: Path,
     job_id: int,
     *,
     sessions: sessionmaker[Session],
     options: IngestOptions,
     count_tokens: TokenCounter,
-    stage: Progress,
+    on_stage: Progress | None = None,
+    file_name: str | None = None,
 ) -> IngestOutcome:
+    """Store one PDF for an existing, started job and finish the job. Raises DocumentError or
+    OSError for the caller to record. `file_name` names the document when `path` is a stored copy
+    (the document store names its files by content hash)."""
+    stage = on_stage or (lambda _: None)
+    file_name = file_name or path.name
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -147,7 +157,7 @@ def _ingest(
     stored_path = documents.store_file(
         files_dir=options.files_dir, content_hash=content_hash, data=path
     )
-    new = _new_document(path, content_hash, kind, num_tokens, parsed, passages, stored_path)
+    new = _new_document(file_name, content_hash, kind, num_tokens, parsed, passages, stored_path)
     with sessions() as session:
         try:
             document = documents.store_document(session=session, new=new)
@@ -177,7 +187,7 @@ def _ingest(
 
 
 def _new_document(
-    path: Path,
+    file_name: str,
     content_hash: str,
     kind: str,
     num_tokens: int,
@@ -187,7 +197,7 @@ def _new_document(
 ) -> documents.NewDocument:
     return documents.NewDocument(
         content_hash=content_hash,
-        file_name=path.name,
+        file_name=file_name,
         title=parsed.title,
         kind=DocumentKind(kind),
         num_tokens=num_tokens,

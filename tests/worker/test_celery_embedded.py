@@ -1,0 +1,164 @@
+"""Real worker processes on the embedded broker (no server): SQLite and kombu's filesystem
+transport by default. The kill tests also run on kombu's SQLAlchemy transport (SQLite), the
+alternative bench/results/embedded_broker.md weighs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.db.models import Document, Job, JobKind, JobStatus, Summary
+from tests.pipelines import pdf_factory
+from tests.worker import celery_support
+from tests.worker.celery_support import Harness, worker_env
+
+# Fixtures shared with the Redis tests.
+converted_model_cache = celery_support.converted_model_cache
+start_worker = celery_support.start_worker
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+NUM_DOCUMENTS = 20
+
+
+def batch_of_pdfs(folder: Path, count: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        pdf_factory.text_pdf(
+            folder,
+            [
+                f"Lease agreement number {i}.\nThe tenant pays {100 + i} dollars each month.",
+                f"Clause {i}: either party may end this lease with {i + 1} months notice.",
+            ],
+            name=f"lease-{i:02d}.pdf",
+        )
+        for i in range(count)
+    ]
+
+
+def brokers(tmp_path: Path) -> dict[str, str]:
+    return {"filesystem": "", "sqlalchemy": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
+
+
+@pytest.fixture
+def harness_for(tmp_path, converted_model_cache):
+    made: list[Harness] = []
+
+    def make(broker: str = "filesystem", **extra: str) -> Harness:
+        env = worker_env(
+            tmp_path,
+            converted_model_cache,
+            database_url=f"sqlite:///{tmp_path / 'longdoc.db'}",
+            broker_url=brokers(tmp_path)[broker],
+            **extra,
+        )
+        made.append(Harness(env))
+        return made[-1]
+
+    yield make
+    for harness in made:
+        harness.close()
+
+
+def test_twenty_documents_in_twenty_summaries_out_and_a_bad_one_fails_alone(
+    harness_for, start_worker, tmp_path
+) -> None:
+    harness = harness_for()
+    pdfs = batch_of_pdfs(tmp_path / "in", NUM_DOCUMENTS)
+    broken = pdf_factory.garbage_pdf(tmp_path / "in", name="broken.pdf")
+    start_worker(harness.env, "--queues=ingest")
+    start_worker(harness.env, "--queues=gpu,gpu_batch")
+
+    ingest_ids = [harness.queue_ingest(path) for path in [*pdfs[:10], broken, *pdfs[10:]]]
+    harness.wait_for(
+        lambda s: (
+            harness.num_summaries(s) >= NUM_DOCUMENTS
+            and harness.all_jobs_finished(s, 2 * NUM_DOCUMENTS + 1)
+        ),
+        timeout_s=600,
+        what=f"{NUM_DOCUMENTS} summaries",
+    )
+
+    with harness.sessions() as session:
+        rows = session.scalars(select(Job).order_by(Job.id)).all()
+        summaries = session.scalars(select(Summary)).all()
+        documents = session.scalars(select(Document)).all()
+    failed = [j for j in rows if j.status == JobStatus.FAILED]
+    assert [j.id for j in failed] == [ingest_ids[10]]
+    assert failed[0].error_code == "damaged_pdf"
+    assert failed[0].error.endswith(".") and "Traceback" not in failed[0].error
+    assert len(documents) == NUM_DOCUMENTS
+    # None lost, none twice: one summary per document, each from its own succeeded job.
+    assert sorted(s.document_id for s in summaries) == sorted(d.id for d in documents)
+    summarize_jobs = [j for j in rows if j.kind == JobKind.SUMMARIZE]
+    assert len(summarize_jobs) == NUM_DOCUMENTS
+    assert all(j.status == JobStatus.SUCCEEDED for j in summarize_jobs)
+    assert {s.job_id for s in summaries} == {j.id for j in summarize_jobs}
+    assert all(j.progress_total > 0 and j.stage == "done" for j in summarize_jobs)
+
+
+def _stored_document(harness: Harness, start_worker, tmp_path: Path) -> int:
+    (pdf,) = batch_of_pdfs(tmp_path / "one", 1)
+    ingest_worker = start_worker(harness.env, "--queues=ingest")
+    job_id = harness.queue_ingest(pdf, then_summarize=False)
+    harness.wait_for(
+        lambda s: s.get(Job, job_id).status == JobStatus.SUCCEEDED, 120, "the ingest job"
+    )
+    ingest_worker.stop()
+    return harness.job(job_id).document_id
+
+
+def _wait_until_summarizing(harness: Harness, job_id: int) -> None:
+    harness.wait_for(
+        lambda s: s.get(Job, job_id).stage == "summarizing", 180, "the summary to start"
+    )
+
+
+def _assert_done_once(harness: Harness, job_id: int) -> None:
+    harness.wait_for(
+        lambda s: s.get(Job, job_id).status == JobStatus.SUCCEEDED, 240, "the summary job"
+    )
+    time.sleep(2)  # a duplicate delivery, if any, would now have had time to write
+    with harness.sessions() as session:
+        summaries = session.scalars(select(Summary)).all()
+    assert [s.job_id for s in summaries] == [job_id]
+
+
+@pytest.mark.parametrize("broker", ["filesystem", "sqlalchemy"])
+def test_killed_pool_child_gives_its_summary_back(
+    harness_for, start_worker, tmp_path, broker
+) -> None:
+    harness = harness_for(broker)
+    document_id = _stored_document(harness, start_worker, tmp_path)
+    gpu = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    job_id = harness.queue_summary(document_id)
+    _wait_until_summarizing(harness, job_id)
+    (child,) = gpu.pool_children()
+
+    os.kill(child, signal.SIGKILL)
+
+    _assert_done_once(harness, job_id)
+    assert "SIGKILL" in gpu.log()  # the parent saw its child die, and requeued the task
+
+
+@pytest.mark.parametrize("broker", ["filesystem", "sqlalchemy"])
+def test_killed_worker_is_replaced_and_the_summary_runs_again(
+    harness_for, start_worker, tmp_path, broker
+) -> None:
+    harness = harness_for(broker)
+    document_id = _stored_document(harness, start_worker, tmp_path)
+    first = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    job_id = harness.queue_summary(document_id)
+    _wait_until_summarizing(harness, job_id)
+
+    first.kill_all()  # parent and pool child at once: nobody is left to requeue the task
+    assert harness.job(job_id).status == JobStatus.RUNNING
+    second = start_worker(harness.env, "--queues=gpu,gpu_batch")
+
+    _assert_done_once(harness, job_id)
+    assert "queued 1 job(s) again" in second.log()

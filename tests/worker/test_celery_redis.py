@@ -1,0 +1,123 @@
+"""Real worker processes on the production pair: a Redis broker and PostgreSQL.
+
+Skips, saying why, when either server is absent. Each test gets an empty Redis database (flushed
+afterwards) and its own PostgreSQL database (dropped afterwards)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from sqlalchemy import select
+
+from app.db.models import Document, Job, JobKind, JobStatus, Summary
+from tests.pipelines import pdf_factory
+from tests.worker import celery_support
+from tests.worker.celery_support import Harness, flush_redis, redis_url_or_skip, worker_env
+from tests.worker.test_celery_embedded import (
+    NUM_DOCUMENTS,
+    _assert_done_once,
+    _stored_document,
+    _wait_until_summarizing,
+    batch_of_pdfs,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
+
+converted_model_cache = celery_support.converted_model_cache
+start_worker = celery_support.start_worker
+# Short, so a task of a killed worker comes back within the test; longer than a summary here.
+SHORT_VISIBILITY_S = "20"
+
+
+@pytest.fixture
+def redis_url():
+    url = redis_url_or_skip()
+    yield url
+    flush_redis(url)
+
+
+@pytest.fixture
+def harness_for(tmp_path, converted_model_cache, postgres_url, redis_url):
+    made: list[Harness] = []
+
+    def make(**extra: str) -> Harness:
+        env = worker_env(
+            tmp_path,
+            converted_model_cache,
+            database_url=postgres_url,
+            broker_url=redis_url,
+            **extra,
+        )
+        made.append(Harness(env))
+        return made[-1]
+
+    yield make
+    for harness in made:
+        harness.close()
+
+
+def test_twenty_documents_in_twenty_summaries_out_and_a_bad_one_fails_alone(
+    harness_for, start_worker, tmp_path
+) -> None:
+    harness = harness_for()
+    pdfs = batch_of_pdfs(tmp_path / "in", NUM_DOCUMENTS)
+    broken = pdf_factory.garbage_pdf(tmp_path / "in", name="broken.pdf")
+    start_worker(harness.env, "--queues=ingest")
+    start_worker(harness.env, "--queues=gpu,gpu_batch")
+
+    ingest_ids = [harness.queue_ingest(path) for path in [broken, *pdfs]]
+    harness.wait_for(
+        lambda s: (
+            harness.num_summaries(s) >= NUM_DOCUMENTS
+            and harness.all_jobs_finished(s, 2 * NUM_DOCUMENTS + 1)
+        ),
+        timeout_s=600,
+        what=f"{NUM_DOCUMENTS} summaries",
+    )
+
+    with harness.sessions() as session:
+        rows = session.scalars(select(Job).order_by(Job.id)).all()
+        summaries = session.scalars(select(Summary)).all()
+        documents = session.scalars(select(Document)).all()
+    failed = [j for j in rows if j.status == JobStatus.FAILED]
+    assert [(j.id, j.error_code) for j in failed] == [(ingest_ids[0], "damaged_pdf")]
+    assert len(documents) == NUM_DOCUMENTS
+    assert sorted(s.document_id for s in summaries) == sorted(d.id for d in documents)
+    summarize_jobs = [j for j in rows if j.kind == JobKind.SUMMARIZE]
+    assert {s.job_id for s in summaries} == {j.id for j in summarize_jobs}
+    assert all(j.status == JobStatus.SUCCEEDED for j in summarize_jobs)
+
+
+def test_killed_pool_child_gives_its_summary_back(harness_for, start_worker, tmp_path) -> None:
+    harness = harness_for()
+    document_id = _stored_document(harness, start_worker, tmp_path)
+    gpu = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    job_id = harness.queue_summary(document_id)
+    _wait_until_summarizing(harness, job_id)
+    (child,) = gpu.pool_children()
+
+    os.kill(child, signal.SIGKILL)
+
+    _assert_done_once(harness, job_id)
+    assert "SIGKILL" in gpu.log()
+
+
+def test_killed_worker_task_comes_back_after_the_visibility_timeout(
+    harness_for, start_worker, tmp_path
+) -> None:
+    harness = harness_for(LONGDOC_VISIBILITY_TIMEOUT_S=SHORT_VISIBILITY_S)
+    document_id = _stored_document(harness, start_worker, tmp_path)
+    first = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    job_id = harness.queue_summary(document_id)
+    _wait_until_summarizing(harness, job_id)
+
+    first.kill_all()
+    assert harness.job(job_id).status == JobStatus.RUNNING
+    time.sleep(float(SHORT_VISIBILITY_S) + 1)  # Redis gives back only what is older than this
+    second = start_worker(harness.env, "--queues=gpu,gpu_batch")
+
+    _assert_done_once(harness, job_id)
+    assert "queued 1 job(s) again" not in second.log()  # Redis did it, not our start-up sweep

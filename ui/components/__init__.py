@@ -1,0 +1,1 @@
+"""Pieces the pages share: job progress, page text with highlights, charts, the upload check."""

@@ -1,0 +1,60 @@
+"""`python -m ui.launch`: run the UI headless on LONGDOC_UI_PORT and print where to open it.
+
+Streamlit's own flags: no browser opened, no usage statistics sent, the upload limit taken from
+LONGDOC_MAX_UPLOAD_BYTES (Streamlit counts in MB), and no file watching (nothing to reload in
+production, and fewer inotify handles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from app.settings import get_settings
+
+APP_SCRIPT = Path(__file__).resolve().parent / "main.py"
+MIB = 1024 * 1024
+
+
+def streamlit_argv(*, port: int, address: str, max_upload_bytes: int) -> list[str]:
+    return [
+        "streamlit",
+        "run",
+        str(APP_SCRIPT),
+        f"--server.port={port}",
+        f"--server.address={address}",
+        "--server.headless=true",
+        "--server.fileWatcherType=none",
+        f"--server.maxUploadSize={max(1, math.ceil(max_upload_bytes / MIB))}",
+        "--browser.gatherUsageStats=false",
+        "--client.toolbarMode=minimal",
+        "--theme.base=light",
+        "--theme.primaryColor=#2F5D8A",
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run LongDoc's web UI.")
+    parser.add_argument("--port", type=int, default=None, help="default: LONGDOC_UI_PORT")
+    parser.add_argument(
+        "--address", default="127.0.0.1", help="0.0.0.0 to serve other machines (use a password)"
+    )
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    port = args.port or settings.ui_port
+    host = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
+    print(f"LongDoc UI: open http://{host}:{port} in your browser.", flush=True)
+    os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    from streamlit.web import cli as streamlit_cli
+
+    sys.argv = streamlit_argv(
+        port=port, address=args.address, max_upload_bytes=settings.max_upload_bytes
+    )
+    sys.exit(streamlit_cli.main())
+
+
+if __name__ == "__main__":
+    main()

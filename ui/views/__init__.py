@@ -1,0 +1,1 @@
+"""The pages of st.navigation; each file runs as a script (see ui/app.py)."""

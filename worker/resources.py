@@ -1,0 +1,70 @@
+"""Per-process resources of the tasks: settings, database sessions, tokenizer, ingest options.
+
+Built on first use in the process that runs tasks; `reset()` runs in every new pool child so a
+database connection pool opened by the parent before the fork is never shared.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.session import make_engine
+from app.settings import Settings, get_settings
+from pipelines.parse import ParseLimits
+from worker.ingest import IngestOptions
+from worker.model_source import resolve_model_path
+from worker.tokens import TokenizerCounter, token_counter_for
+
+_lock = threading.Lock()
+_engine: Engine | None = None
+_sessions: sessionmaker[Session] | None = None
+_counter: TokenizerCounter | None = None
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def sessions() -> sessionmaker[Session]:
+    global _engine, _sessions
+    with _lock:
+        if _sessions is None:
+            _engine = make_engine(settings().database_url)
+            # Rows are read after commit (progress, outcomes): keep their loaded values.
+            _sessions = sessionmaker(bind=_engine, expire_on_commit=False)
+        return _sessions
+
+
+def count_tokens() -> TokenizerCounter:
+    global _counter
+    with _lock:
+        if _counter is None:
+            current = settings()
+            _counter = token_counter_for(resolve_model_path(current.model), current.model_cache_dir)
+        return _counter
+
+
+def ingest_options(current: Settings) -> IngestOptions:
+    return IngestOptions(
+        files_dir=current.files_dir,
+        limits=ParseLimits(
+            max_bytes=current.max_upload_bytes,
+            max_pages=current.max_pages,
+            timeout_s=current.parse_timeout_s,
+            max_memory_mb=current.parse_memory_mb,
+        ),
+        passage_max_tokens=current.passage_max_tokens,
+    )
+
+
+def reset() -> None:
+    """Drop what a parent process may have opened before forking this one."""
+    global _engine, _sessions, _counter
+    with _lock:
+        if _engine is not None:
+            # close=False: the parent's connections belong to the parent; only forget them.
+            _engine.dispose(close=False)
+        _engine, _sessions, _counter = None, None, None
