@@ -3,6 +3,7 @@ and stops both on Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -104,10 +105,12 @@ def test_up_ingests_the_inbox_and_stops_on_ctrl_c(env, tmp_path, converted_model
     up = subprocess.Popen(
         [celery_support.LONGDOC, "up"], env=child_env, stdout=log, stderr=subprocess.STDOUT
     )
+    children: list[int] = []
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not _documents():
             assert up.poll() is None, (tmp_path / "up.log").read_text()[-3000:]
+            children = _children(up.pid) or children
             time.sleep(0.5)
         assert [d.file_name for d in _documents()] == ["r.pdf"]
         children = _children(up.pid)
@@ -122,8 +125,10 @@ def test_up_ingests_the_inbox_and_stops_on_ctrl_c(env, tmp_path, converted_model
         if up.poll() is None:
             up.kill()
             up.wait(timeout=10)
-        for pid in _children(up.pid):
-            os.killpg(pid, signal.SIGKILL)
+        # Children are read before `up` is gone: once it is, they belong to init.
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
         log.close()
     output = (tmp_path / "up.log").read_text()
     assert "Stopped." in output and "Traceback" not in output
