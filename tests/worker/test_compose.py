@@ -122,3 +122,11 @@ def test_dockerfile_installs_the_project_with_its_migrations() -> None:
     assert re.search(r"^USER longdoc$", dockerfile, re.MULTILINE)
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'longdoc = "worker.cli:main"' in pyproject
+
+
+def test_the_ui_password_is_required_in_production(compose: dict) -> None:
+    for name in PROJECT_SERVICES:
+        env = project_services(compose)[name]["environment"]
+        assert env["LONGDOC_ENVIRONMENT"] == "production"
+        # `${VAR:?message}`: compose itself refuses to start when the hash is not set.
+        assert env["LONGDOC_UI_PASSWORD_HASH"].startswith("${LONGDOC_UI_PASSWORD_HASH:?")
