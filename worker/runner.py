@@ -117,6 +117,23 @@ def run_ingest(
         return RunOutcome(job_id, SUCCEEDED, (follow_up.id,))
 
 
+def _begin_model_job(
+    job_id: int, kind: JobKind, sessions: sessionmaker[Session], task_id: str | None
+) -> Job | RunOutcome:
+    """The started job, or the outcome when there is nothing to do: the job is gone, already
+    succeeded, or its result was saved on an earlier delivery that lost only the bookkeeping."""
+    job = _begin(job_id, kind, sessions, task_id)
+    if job is None or job.status == JobStatus.SUCCEEDED:
+        return RunOutcome(job_id, MISSING if job is None else SKIPPED)
+    saved = results.get_summary_for_job if kind == JobKind.SUMMARIZE else results.get_answer_for_job
+    with sessions() as session:
+        if saved(session=session, job_id=job_id) is not None:
+            jobs.finish_job(session=session, job_id=job_id)
+            session.commit()
+            return RunOutcome(job_id, SUCCEEDED)
+    return job
+
+
 def run_summary(
     job_id: int,
     *,
@@ -126,15 +143,9 @@ def run_summary(
     task_id: str | None = None,
 ) -> RunOutcome:
     """Summarize the job's document and save the summary once (upsert by job id)."""
-    job = _begin(job_id, JobKind.SUMMARIZE, sessions, task_id)
-    if job is None or job.status == JobStatus.SUCCEEDED:
-        return RunOutcome(job_id, MISSING if job is None else SKIPPED)
-    with sessions() as session:
-        if results.get_summary_for_job(session=session, job_id=job_id) is not None:
-            # The model finished on an earlier delivery; only the bookkeeping was lost.
-            jobs.finish_job(session=session, job_id=job_id)
-            session.commit()
-            return RunOutcome(job_id, SUCCEEDED)
+    job = _begin_model_job(job_id, JobKind.SUMMARIZE, sessions, task_id)
+    if isinstance(job, RunOutcome):
+        return job
     try:
         document_id, document = _load_document(job, sessions)
         model = _build_model(model_factory)
@@ -184,14 +195,9 @@ def run_answer(
     task_id: str | None = None,
 ) -> RunOutcome:
     """Answer params["question"] about the job's document and save the answer once."""
-    job = _begin(job_id, JobKind.ANSWER, sessions, task_id)
-    if job is None or job.status == JobStatus.SUCCEEDED:
-        return RunOutcome(job_id, MISSING if job is None else SKIPPED)
-    with sessions() as session:
-        if results.get_answer_for_job(session=session, job_id=job_id) is not None:
-            jobs.finish_job(session=session, job_id=job_id)
-            session.commit()
-            return RunOutcome(job_id, SUCCEEDED)
+    job = _begin_model_job(job_id, JobKind.ANSWER, sessions, task_id)
+    if isinstance(job, RunOutcome):
+        return job
     question = str(job.params.get("question") or "").strip()
     if not question:
         return _fail(job_id, sessions, "no_question", "This job holds no question to answer.")
