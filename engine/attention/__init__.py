@@ -1,4 +1,4 @@
-"""Attention backends: flash-attn (CUDA, if installed), FlexAttention (CUDA), cuDNN split prefix +
+"""Attention backends: flash-attn 4 or 2 (CUDA, if installed), FlexAttention (CUDA), cuDNN split prefix +
 causal (CUDA), SDPA (anywhere)."""
 
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 import torch
 
 from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
-from engine.attention.flash import is_flash_attn_available
+from engine.attention.cpu_flash import CpuFlashBackend, is_cpu_flash_available
+from engine.attention.flash import flash_attn_version, make_flash_backend
 from engine.errors import EngineError
 
-BACKEND_NAMES = ("auto", "flash_attn", "flex", "cudnn", "sdpa")
+BACKEND_NAMES = ("auto", "flash_attn", "flex", "cudnn", "cpu_flash", "sdpa")
 
 __all__ = [
     "BACKEND_NAMES",
@@ -31,9 +32,12 @@ def select_backend(
     block_size: int = 16,
     compile: bool = True,
     dtype: torch.dtype = torch.bfloat16,
+    head_dim: int | None = None,
 ) -> AttentionBackend:
-    """The backend called `name`, or for "auto": flash-attn, else cuDNN (split prefix + causal),
-    else flex on CUDA; SDPA on the CPU. flash-attn and cuDNN run bf16/fp16 only, so an fp32
+    """The backend called `name`, or for "auto": flash-attn (4 on Hopper and Blackwell, else 2),
+    else cuDNN (split prefix + causal), else flex on CUDA; on the CPU our AVX-512 kernel for
+    fp32 (engine/attention/cpu_flash.py, 2.2-2.7x SDPA at 8K tokens on this project's CPU),
+    else SDPA. flash-attn and cuDNN run bf16/fp16 only, so an fp32
     model on CUDA gets flex.
 
     cuDNN before flex: on an H200 (Llama-3-8B shape, chunk 8192) it prefilled 32K tokens in
@@ -45,13 +49,21 @@ def select_backend(
 
         is_half = dtype in HALF_DTYPES
         if device.type != "cuda":
-            name = "sdpa"
-        elif is_half and is_flash_attn_available():
+            name = "cpu_flash" if is_cpu_flash_available(dtype, head_dim) else "sdpa"
+        elif is_half and flash_attn_version(device) is not None:
             name = "flash_attn"
         elif is_half and is_cudnn_attention_available(device):
             name = "cudnn"
         else:
             name = "flex"
+    if name == "cpu_flash":
+        if device.type != "cpu" or not is_cpu_flash_available(dtype, head_dim):
+            raise EngineError(
+                "The cpu_flash attention backend needs the CPU, a float32 model, a head "
+                "dimension that is a multiple of 16 (at most 256), a CPU with AVX-512 and a "
+                "C++ compiler to build it once; choose 'sdpa' or 'auto'."
+            )
+        return CpuFlashBackend()
     if name == "sdpa":
         from engine.attention.sdpa import SdpaBackend
 
@@ -72,14 +84,14 @@ def select_backend(
 
         return CudnnSplitBackend(device)
     if name == "flash_attn":
-        if device.type != "cuda" or not is_flash_attn_available():
+        backend = make_flash_backend(device, block_size) if dtype in HALF_DTYPES else None
+        if backend is None:
             raise EngineError(
-                "The flash_attn attention backend needs a CUDA device and the flash-attn "
-                "package; choose 'flex' or 'sdpa', or 'auto'."
+                "The flash_attn attention backend needs a CUDA device, a bfloat16 or float16 "
+                "model and the flash-attn package (flash-attn-4 on Hopper or Blackwell, "
+                "flash-attn 2 elsewhere); choose 'cudnn', 'flex' or 'sdpa', or 'auto'."
             )
-        from engine.attention.flash import FlashAttnBackend
-
-        return FlashAttnBackend(block_size)
+        return backend
     raise EngineError(
         f"Unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}."
     )

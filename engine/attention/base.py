@@ -55,12 +55,22 @@ def write_kv(
     v: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
+    meta: AttentionMetadata,
 ) -> None:
-    """Scatter the step's K/V [T, KV, D] into their cache slots."""
+    """Store the step's K/V [T, KV, D] in their cache slots: a plain copy into one slice when
+    the sequence's blocks are consecutive (on an H200, index_copy_ moved them at ~0.5 TB/s),
+    else a scatter by slot."""
     num_kv_heads, head_dim = k.shape[1], k.shape[2]
-    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k)
-    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
+    k_slots = k_cache.view(-1, num_kv_heads, head_dim)  # [num_blocks * block_size, KV, D]
+    v_slots = v_cache.view(-1, num_kv_heads, head_dim)
+    first = meta.first_block_if_contiguous
+    if first is not None:
+        begin = first * meta.block_size + meta.start
+        k_slots[begin : begin + k.shape[0]].copy_(k)
+        v_slots[begin : begin + v.shape[0]].copy_(v)
+        return
+    k_slots.index_copy_(0, meta.slot_mapping, k)
+    v_slots.index_copy_(0, meta.slot_mapping, v)
 
 
 def gather_kv(cache: torch.Tensor, meta: AttentionMetadata, padded_len: int = 0) -> torch.Tensor:

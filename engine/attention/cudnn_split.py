@@ -88,7 +88,7 @@ class CudnnSplitBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        write_kv(k, v, k_cache, v_cache, meta)
         num_q, num_heads, head_dim = q.shape
         num_kv_heads = k.shape[1]
         group = num_heads // num_kv_heads

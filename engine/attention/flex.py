@@ -111,7 +111,7 @@ class FlexBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        write_kv(k, v, k_cache, v_cache, meta)
         is_gqa = q.shape[1] != k.shape[1]
         if meta.num_query_tokens == 1:
             keys, values = gather_kv(k_cache, meta), gather_kv(v_cache, meta)  # [ctx, KV, D]

@@ -43,7 +43,7 @@ class SdpaBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        write_kv(k, v, k_cache, v_cache, meta)
         is_gqa = q.shape[1] != k.shape[1]
         if meta.start > 0 and meta.num_query_tokens > 1 and self.splits_prefix:
             prefix = gather_kv(k_cache, meta)[: meta.start], gather_kv(v_cache, meta)[: meta.start]

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.models.config import ModelArgs
+from engine.models.linear import Linear, LinearFn
 from engine.models.rope import apply_rope, inv_frequencies, rope_cos_sin
 
 # (layer_idx, q [T, H, D], k [T, KV, D], v [T, KV, D]) -> attention output [T, H, D]
@@ -42,14 +43,15 @@ class Attention(nn.Module):
         )
         qkv_out = (args.num_heads + 2 * args.num_kv_heads) * args.head_dim
         # q, k and v in one matrix product (fused at load time).
-        self.qkv_proj = nn.Linear(args.hidden_size, qkv_out, bias=args.attention_bias)
-        self.o_proj = nn.Linear(args.num_heads * args.head_dim, args.hidden_size, bias=False)
+        self.qkv_proj = Linear(args.hidden_size, qkv_out, bias=args.attention_bias)
+        self.o_proj = Linear(args.num_heads * args.head_dim, args.hidden_size, bias=False)
         self.q_norm = RMSNorm(args.head_dim, args.rms_norm_eps) if args.qk_norm else None
         self.k_norm = RMSNorm(args.head_dim, args.rms_norm_eps) if args.qk_norm else None
 
-    def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: AttentionFn
-    ) -> torch.Tensor:
+    def project(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [T, hidden] -> q [T, H, D], k [T, KV, D] (rotated), v [T, KV, D]."""
         num_tokens = x.shape[0]
         q_size = self.num_heads * self.head_dim
         kv_size = self.num_kv_heads * self.head_dim
@@ -59,19 +61,30 @@ class Attention(nn.Module):
         v = v.view(num_tokens, self.num_kv_heads, self.head_dim)  # v: [T, KV, D]
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = attention(self.layer_idx, q, k, v)  # out: [T, H, D]
-        return self.o_proj(out.reshape(num_tokens, q_size))
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
 class MLP(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.intermediate_size = args.intermediate_size
-        self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+        self.gate_up_proj = Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
+        self.down_proj = Linear(args.intermediate_size, args.hidden_size, bias=False)
+        # Tokens per pass (None: all at once). On the CPU a [T, 2I] intermediate larger than the
+        # caches costs more than the extra calls: 512 rows took SmolLM2's MLP at 8K tokens from
+        # 152 to 113 ms a layer (bench/results/cpu_matmul.md).
+        self.max_rows: int | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        num_tokens, rows = x.shape[0], self.max_rows
+        if rows is None or num_tokens <= rows:
+            return self._forward(x)
+        out = x.new_empty(num_tokens, self.down_proj.out_features)  # [T, hidden]
+        for start in range(0, num_tokens, rows):
+            out[start : start + rows] = self._forward(x[start : start + rows])
+        return out
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)  # [T, I] each
         return self.down_proj(F.silu(gate) * up)
 
@@ -87,8 +100,25 @@ class DecoderLayer(nn.Module):
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: AttentionFn
     ) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, attention)
+        q, k, v = self.before_attention(x, cos, sin)
+        out = attention(self.self_attn.layer_idx, q, k, v)  # out: [T, H, D]
+        return self.after_attention(x, out)
+
+    # The two halves around the attention call are what compile_layers hands to torch.compile:
+    # everything but the matrix products fuses into a few kernels (norm, RoPE, residual + norm,
+    # SiLU * up), the attention kernel and its KV cache writes stay outside the graphs.
+    def before_attention(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.self_attn.project(self.input_layernorm(x), cos, sin)
+
+    def after_attention(self, x: torch.Tensor, attention_out: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn.o_proj(attention_out.flatten(1))  # [T, hidden]
         return x + self.mlp(self.post_attention_layernorm(x))
+
+    def compile_halves(self) -> None:
+        self.before_attention = torch.compile(self.before_attention, dynamic=True)
+        self.after_attention = torch.compile(self.after_attention, dynamic=True)
 
 
 class LlamaModel(nn.Module):
@@ -99,11 +129,20 @@ class LlamaModel(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.num_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.lm_head = (
-            None
-            if args.tie_word_embeddings
-            else nn.Linear(args.hidden_size, args.vocab_size, False)
+            None if args.tie_word_embeddings else Linear(args.hidden_size, args.vocab_size, False)
         )
         self.inv_freq: torch.Tensor | None = None
+        self.matmul: LinearFn = F.linear  # the logits' product; layers hold their own
+
+    def use_matmul(self, matmul: LinearFn, *, mlp_max_rows: int | None = None) -> None:
+        """Compute every linear layer and the logits with `matmul` (see engine/models/linear.py),
+        and the MLP at most `mlp_max_rows` tokens at a time (None: all at once)."""
+        self.matmul = matmul
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.matmul = matmul
+            elif isinstance(module, MLP):
+                module.max_rows = mlp_max_rows
 
     def init_rope(self, device: torch.device) -> None:
         """Called once the weights are on their device (the model is built on `meta`)."""
@@ -113,13 +152,11 @@ class LlamaModel(nn.Module):
         )
 
     def compile_layers(self) -> None:
-        """torch.compile the parts between attention calls (fuses norms, RoPE, SiLU; CUDA)."""
+        """torch.compile each layer's halves around its attention call (CUDA): on an H200 the
+        norms, RoPE, residual adds and SiLU took 19% of a 32K prefill's GPU time uncompiled
+        (bench/results/prefill_h200.md). All layers share the two compiled graphs."""
         for layer in self.layers:
-            layer.mlp = torch.compile(layer.mlp, dynamic=True)
-            layer.input_layernorm = torch.compile(layer.input_layernorm, dynamic=True)
-            layer.post_attention_layernorm = torch.compile(
-                layer.post_attention_layernorm, dynamic=True
-            )
+            layer.compile_halves()
 
     def forward(
         self,
@@ -138,4 +175,4 @@ class LlamaModel(nn.Module):
             x = x.index_select(0, logits_indices)
         x = self.norm(x)
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(x, weight)  # [N, V]
+        return self.matmul(x, weight, None)  # [N, V]

@@ -307,3 +307,26 @@ def test_truncate_to_zero_frees_everything():
     manager.truncate(seq, 0)
     assert seq.block_table == []
     assert manager.num_free_blocks == 4
+
+
+def test_prompts_after_freed_ones_get_consecutive_blocks():
+    # The attention reads a sequence on consecutive blocks as one tensor view (no gather).
+    manager = BlockManager(num_blocks=6, block_size=BS, enable_prefix_cache=False)
+    for request_id, first_token in enumerate((0, 100, 200)):
+        seq = make_seq(range(first_token, first_token + 5 * BS), request_id)
+        prefill(manager, seq)
+        first = seq.block_table[0]
+        assert seq.block_table == list(range(first, first + 5))
+        manager.free(seq)
+
+
+def test_blocks_freed_out_of_order_are_handed_out_lowest_first():
+    manager = BlockManager(num_blocks=8, block_size=BS, enable_prefix_cache=False)
+    first, second = make_seq(range(3 * BS), 0), make_seq(range(3 * BS), 1)
+    prefill(manager, first)
+    prefill(manager, second)
+    manager.free(second)
+    manager.free(first)
+    third = make_seq(range(7 * BS), 2)
+    prefill(manager, third)
+    assert third.block_table == list(range(7))

@@ -6,7 +6,11 @@ import pytest
 import torch
 
 from engine import EngineError, PromptTooLongError, SamplingParams
+from engine.attention.cpu_flash import load_cpu_flash
 from tests.engine.conftest import tiny_engine
+
+# "auto" on the CPU: our AVX-512 kernel where it builds, else SDPA.
+CPU_BACKEND = "cpu_flash" if load_cpu_flash() is not None else "sdpa"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def test_streaming_progress_and_stats(engine) -> None:
     assert stats.chunk_sizes == [16, 16, 16, 2]
     assert stats.num_prompt_tokens == 50 and stats.num_decode_tokens == len(result.token_ids)
     assert stats.prefill_seconds > 0 and stats.peak_memory_bytes > 0
-    assert stats.attention_backend == "sdpa" and stats.device == "cpu"
+    assert stats.attention_backend == CPU_BACKEND and stats.device == "cpu"
     assert result.finish_reason == "length" and len(result.token_ids) == 6
 
 
@@ -103,4 +107,4 @@ def test_tokenizer_helpers(engine) -> None:
     ids = engine.apply_chat_template([{"role": "user", "content": "hi"}])
     assert ids[0] == engine.tokenizer.bos_token_id and engine.tokenizer.decode(ids[1:5]) == "user"
     assert engine.max_model_len == 512 and engine.model_shape.num_layers == 2
-    assert str(engine.device) == "cpu" and engine.attention_backend == "sdpa"
+    assert str(engine.device) == "cpu" and engine.attention_backend == CPU_BACKEND
