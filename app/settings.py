@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     engine_oom_policy: Literal["fail", "truncate", "cpu"] = "fail"
     engine_max_kv_cache_bytes: int | None = Field(default=None, gt=0)
     engine_num_threads: int | None = Field(default=None, gt=0)  # CPU threads; None: torch's
+    # "auto": flash-attn 4/2, else cuDNN, else flex on a GPU; our AVX-512 kernel, else SDPA on a CPU.
+    engine_attention_backend: Literal[
+        "auto", "flash_attn", "cudnn", "flex", "cpu_flash", "sdpa"
+    ] = "auto"
+    # torch.compile the layers on a GPU (a minute of compiling on the first requests, then a
+    # 32K prefill ~10% faster on an H200: bench/results/prefill_h200.md); ignored on a CPU.
+    engine_compile: bool = False
     summary_max_new_tokens: int = Field(default=512, gt=0)
     answer_max_new_tokens: int = Field(default=256, gt=0)
 

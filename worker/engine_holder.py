@@ -36,6 +36,8 @@ def engine_config(settings: Settings) -> EngineConfig:
         chunk_size=settings.engine_chunk_size,
         oom_policy=settings.engine_oom_policy,
         max_kv_cache_bytes=settings.engine_max_kv_cache_bytes,
+        attention_backend=settings.engine_attention_backend,
+        compile=settings.engine_compile,
     )
 
 

@@ -114,6 +114,7 @@ def test_background_work_defaults_are_embedded_and_on(tmp_path: Path) -> None:
         "fail",
     )
     assert settings.engine_chunk_size is None
+    assert (settings.engine_attention_backend, settings.engine_compile) == ("auto", False)
 
 
 def test_background_work_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -123,12 +124,15 @@ def test_background_work_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("LONGDOC_INBOX_DIR", "drop")
     monkeypatch.setenv("LONGDOC_ENGINE_DEVICE", "cuda:1")
     monkeypatch.setenv("LONGDOC_ENGINE_CHUNK_SIZE", "512")
+    monkeypatch.setenv("LONGDOC_ENGINE_ATTENTION_BACKEND", "flash_attn")
+    monkeypatch.setenv("LONGDOC_ENGINE_COMPILE", "true")
     settings = Settings()
     assert not settings.is_embedded_broker
     assert settings.effective_visibility_timeout_s == 30
     assert not settings.inbox_scan_enabled
     assert settings.inbox_dir == tmp_path / "drop"
     assert (settings.engine_device, settings.engine_chunk_size) == ("cuda:1", 512)
+    assert (settings.engine_attention_backend, settings.engine_compile) == ("flash_attn", True)
 
 
 @pytest.mark.parametrize(
@@ -137,6 +141,7 @@ def test_background_work_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("LONGDOC_ENGINE_DEVICE", "tpu"),
         ("LONGDOC_ENGINE_DTYPE", "int4"),
         ("LONGDOC_ENGINE_OOM_POLICY", "pray"),
+        ("LONGDOC_ENGINE_ATTENTION_BACKEND", "magic"),
         ("LONGDOC_INBOX_SCAN_INTERVAL_S", "0"),
         ("LONGDOC_MODEL_TIME_LIMIT_S", "-5"),
     ],
