@@ -80,6 +80,8 @@ def hardware(device: torch.device) -> dict[str, Any]:
         "transformers": _version("transformers"),
         "triton": _version("triton"),
         "flash_attn": _version("flash-attn"),
+        "flash_attn_4": _version("flash-attn-4"),
+        "cutlass_dsl": _version("nvidia-cutlass-dsl"),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

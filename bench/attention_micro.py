@@ -9,7 +9,9 @@ are a strided view of a paged cache [ctx, KV, D], as the engine holds them. Vari
   square over the chunk itself, merged by log-sum-exp. For the prefix part the 4 query heads
   that share a KV head are folded into the query axis ([KV, 4*T, D] against [KV, ctx, D]): no
   K/V repeat, and any dense kernel applies (cuDNN or flash);
-- sdpa-lower-right: SDPA with causal_lower_right (PyTorch's flash kernel).
+- sdpa-lower-right: SDPA with causal_lower_right (PyTorch's flash kernel);
+- fa4: flash-attn 4 (flash_attn.cute) in one bottom-right causal call, on the contiguous cache and
+  through a block table (pages of 16 and 128 tokens), when it is installed.
 TFLOP/s counts the useful causal pairs (T*start + T*(T+1)/2), 4*H*D FLOPs each. Outputs are
 checked against flex (relative L2).
 """
@@ -79,6 +81,103 @@ def split_attention(q, k_prefix, v_prefix, k_new, v_new, prefix_impl: str, diag_
     return (o1 * w1 + o2 * w2).to(q.dtype).transpose(0, 1)
 
 
+def flash_attn_4_variants(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor) -> dict:
+    """flash-attn 4 (when it imports): one bottom-right causal call over the contiguous cache
+    [ctx, KV, D], and the same keys read through a shuffled block table of 16- and 128-token
+    pages (the engine's scattered-blocks path; 128 = the kernel's key tile, loaded by TMA)."""
+    try:
+        from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
+    except Exception as exc:
+        print(f"flash-attn 4 not available: {exc!r}"[:300])
+        return {}
+    ctx = cache_k.shape[0]
+    variants = {
+        "fa4 contiguous": lambda: flash_attn_func(
+            q[None], cache_k[None], cache_v[None], causal=True
+        )[0][0]
+    }
+    for page in (16, 128):
+        num_pages = ctx // page
+        order = torch.randperm(num_pages, device=q.device)
+        # Page order[i] of the paged cache holds the sequence's page i.
+        paged_k = torch.empty(num_pages, page, KV, D, device=q.device, dtype=q.dtype)
+        paged_v = torch.empty_like(paged_k)
+        paged_k[order] = cache_k.view(num_pages, page, KV, D)
+        paged_v[order] = cache_v.view(num_pages, page, KV, D)
+        table = order.to(torch.int32)[None]  # [1, num_pages]
+        used = torch.tensor([ctx], dtype=torch.int32, device=q.device)
+
+        def run_paged(paged_k=paged_k, paged_v=paged_v, table=table, used=used):
+            return flash_attn_varlen_func(
+                q[None], paged_k, paged_v, page_table=table, seqused_k=used, causal=True
+            )[0][0]
+
+        variants[f"fa4 paged {page}"] = run_paged
+    return variants
+
+
+def flash_attn_4_tiles(ctx: int, num_q: int, do_bench) -> None:
+    """flash-attn 4's own knobs on the chunk's two parts (its private _flash_attn_fwd): the
+    whole chunk (bottom-right causal) with key tiles of 128, 160 and 176, the prefix alone
+    (no mask) with key tiles of 128 and 176 (FlashAttention-3's C++ tile for a mask-free head
+    dim of 128), and prefix + diagonal merged by log-sum-exp."""
+    from engine.attention.flash import merge_by_lse
+
+    try:
+        from flash_attn.cute.interface import _flash_attn_fwd
+    except Exception as exc:
+        print(f"flash-attn 4 not available: {exc!r}"[:300])
+        return
+    torch.manual_seed(1)
+    start = ctx - num_q
+    q = torch.randn(1, num_q, H, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, ctx, KV, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(1, ctx, KV, D, device="cuda", dtype=torch.bfloat16)
+    pairs_prefix, pairs_diag = num_q * start, num_q * (num_q + 1) / 2
+    reference = _flash_attn_fwd(q, k, v, causal=True)[0].float()
+
+    def report(name: str, fn, pairs: float, check: bool = False) -> None:
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            err = float((out.float() - reference).norm() / reference.norm()) if check else 0.0
+            ms = do_bench(fn, warmup=50, rep=300, return_mode="median")
+            print(
+                f"{name:<40} {ctx:>7} {ms:>8.2f} {4 * H * D * pairs / ms / 1e9:>8.1f} {err:>9.2e}"
+            )
+        except Exception as exc:
+            print(f"{name:<40} {ctx:>7} failed: {exc!r}"[:400])
+        sys.stdout.flush()
+
+    for tile in ((128, 128), (128, 176), (128, 160)):
+        report(
+            f"fa4 causal, tile {tile}",
+            lambda tile=tile: _flash_attn_fwd(q, k, v, causal=True, tile_mn=tile)[0],
+            pairs_prefix + pairs_diag,
+            check=True,
+        )
+    kp, vp = k[:, :start], v[:, :start]
+    for tile in ((128, 128), (128, 176), (128, 160)):
+        report(
+            f"fa4 prefix only, tile {tile}",
+            lambda tile=tile: _flash_attn_fwd(q, kp, vp, causal=False, tile_mn=tile)[0],
+            pairs_prefix,
+        )
+
+    def split(tile):
+        o1, l1 = _flash_attn_fwd(q, kp, vp, causal=False, tile_mn=tile, return_lse=True)[:2]
+        o2, l2 = _flash_attn_fwd(q, k[:, start:], v[:, start:], causal=True, return_lse=True)[:2]
+        return merge_by_lse(o1, l1, o2, l2)  # the engine's blend (fp32, eager here)
+
+    for tile in ((128, 128), (128, 176)):
+        report(
+            f"fa4 split, prefix tile {tile}",
+            lambda tile=tile: split(tile),
+            pairs_prefix + pairs_diag,
+            True,
+        )
+
+
 def bench_context(ctx: int, num_q: int, flex, do_bench) -> None:
     from torch.nn.attention.bias import causal_lower_right
 
@@ -140,10 +239,11 @@ def bench_context(ctx: int, num_q: int, flex, do_bench) -> None:
         )[0].transpose(0, 1)
 
     variants = {"flex (engine)": run_flex, "flex contiguous q/k/v": run_flex_contiguous}
-    for prefix_impl in ("cudnn", "flash"):
-        for diag_impl in ("flash", "cudnn"):
-            variants[f"split {prefix_impl}+{diag_impl}"] = split(prefix_impl, diag_impl)
+    # The flash-prefix splits ran at 330-350 TFLOP/s (bench/results/prefill_h200.md): not repeated.
+    for diag_impl in ("flash", "cudnn"):
+        variants[f"split cudnn+{diag_impl}"] = split("cudnn", diag_impl)
     variants["sdpa lower-right"] = run_sdpa
+    variants.update(flash_attn_4_variants(q, cache_k, cache_v))
     reference = None
     for name, fn in variants.items():
         try:
@@ -184,9 +284,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--queries", type=int, default=8192)
     parser.add_argument("--contexts", type=int, nargs="+", default=[32768, 131072])
+    parser.add_argument(
+        "--fa4-tiles", action="store_true", help="only flash-attn 4's tile and packing variants"
+    )
     args = parser.parse_args()
     from torch.nn.attention.flex_attention import flex_attention
     from triton.testing import do_bench
+
+    if args.fa4_tiles:
+        print(f"{'variant':<40} {'ctx':>7} {'ms':>8} {'TFLOP/s':>8} {'rel L2':>9}")
+        for ctx in args.contexts:
+            flash_attn_4_tiles(ctx, args.queries, do_bench)
+        return
 
     flex = torch.compile(flex_attention, dynamic=True)
     check_lse()

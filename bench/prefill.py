@@ -69,7 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--backend",
         default="auto",
         help="engine attention backend(s), comma-separated; '+compile' sets EngineConfig.compile "
-        "for that run (e.g. flex,cudnn,cudnn+compile)",
+        "for that run, '+serial' runs flash-attn 4's split calls on one stream "
+        "(e.g. flex,cudnn,flash_attn+compile,flash_attn+compile+serial)",
     )
     parser.add_argument(
         "--unchunked-max-tokens",
@@ -222,11 +223,13 @@ def _one_length(
         print(f"  transformers {', '.join(mode_skipped)} skipped at {num_tokens} tokens")
     token_list = token_ids.tolist()
     for spec in args.backend.split(","):
-        backend, _, option = spec.partition("+")
+        backend, *options = spec.split("+")
         name = f"engine {spec}"
+        # "serial": flash-attn 4's two calls of a split chunk on one stream (the A/B of overlap).
+        _set_flash_attn_4_overlap("serial" not in options)
         try:
             engine, how = _build_engine(
-                args, source, hf, shape, device, dtype, num_tokens, backend, option == "compile"
+                args, source, hf, shape, device, dtype, num_tokens, backend, "compile" in options
             )
             if backend == "auto":
                 name = f"engine {spec} ({engine.attention_backend})"
@@ -247,7 +250,8 @@ def _one_length(
             continue
         detail = {
             "backend": engine.attention_backend,
-            "compile": option == "compile",
+            "compile": "compile" in options,
+            "options": options,
             "loaded": how,
         }
         detail.update(
@@ -259,6 +263,12 @@ def _one_length(
         del engine, m
         er.free_memory()
     return rows
+
+
+def _set_flash_attn_4_overlap(overlap: bool) -> None:
+    from engine.attention.flash import FlashAttn4Backend
+
+    FlashAttn4Backend.overlap_own = overlap
 
 
 def _modes_for(args: argparse.Namespace, num_tokens: int) -> list[str]:
