@@ -1,5 +1,5 @@
-"""Attention backends: flash-attn 4 or 2 (CUDA, if installed), FlexAttention (CUDA), cuDNN split prefix +
-causal (CUDA), SDPA (anywhere)."""
+"""Attention backends: flash-attn 4 or 2 (CUDA, if installed), cuDNN split prefix + causal
+(CUDA), FlexAttention (CUDA), our AVX-512 kernel (CPU), SDPA (anywhere)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,7 @@ def select_backend(
     """The backend called `name`, or for "auto": flash-attn (4 on Hopper and Blackwell, else 2),
     else cuDNN (split prefix + causal), else flex on CUDA; on the CPU our AVX-512 kernel for
     fp32 (engine/attention/cpu_flash.py, 2.2-2.7x SDPA at 8K tokens on this project's CPU),
-    else SDPA. flash-attn and cuDNN run bf16/fp16 only, so an fp32
-    model on CUDA gets flex.
+    else SDPA. flash-attn and cuDNN run bf16/fp16 only, so an fp32 model on CUDA gets flex.
 
     cuDNN before flex: on an H200 (Llama-3-8B shape, chunk 8192) it prefilled 32K tokens in
     1.40 s against flex's 1.97 s and 128K in 11.3 s against 18.2 s (bench/results/prefill_h200.md);

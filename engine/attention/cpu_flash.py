@@ -38,41 +38,31 @@ _CFLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"
 # thread pool, sized by torch.set_num_threads.
 _LDFLAGS = ["-fopenmp"]
 
-# What load_cpu_flash last loaded, so cpu_flash_attention uses it whatever build_dir it took.
-_loaded: ModuleType | None = None
-
 
 @functools.cache
-def load_cpu_flash(build_dir: Path | None = None) -> ModuleType | None:
+def load_cpu_flash() -> ModuleType | None:
     """The compiled extension, or None (the reason logged at debug level) where it cannot be
-    built or the CPU lacks AVX-512. Loads once per process. The first build takes ~25 s (a C++
+    built or the CPU lacks AVX-512. Loads once per process. The first build takes ~20 s (a C++
     compiler, and the `ninja` executable on PATH, are needed each time: torch runs ninja to
-    check the cached binary); torch keeps the binary in `build_dir`, by default its own
-    extensions folder."""
+    check the cached binary); torch keeps the binary in its extensions folder."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability != "AVX512":
         logger.debug("CPU flash attention off: CPU capability %s, not AVX512", capability)
         return None
-    global _loaded
     _put_ninja_on_path()
     try:
         from torch.utils.cpp_extension import load
 
-        if build_dir is not None:
-            build_dir.mkdir(parents=True, exist_ok=True)
-        module = load(
+        return load(
             name=_EXTENSION_NAME,
             sources=[str(_SOURCE)],
             extra_cflags=_CFLAGS,
             extra_ldflags=_LDFLAGS,
-            build_directory=None if build_dir is None else str(build_dir),
             verbose=False,
         )
     except Exception as exc:  # a missing compiler or ninja, a failed build: keep SDPA
         logger.debug("CPU flash attention off: building the extension failed: %s", exc)
         return None
-    _loaded = module
-    return module
 
 
 def _put_ninja_on_path() -> None:
@@ -109,7 +99,7 @@ def cpu_flash_attention(
     (e.g. a slice of a paged cache). Returns out, a new [T, H, D] tensor unless given. Runs on
     torch's intra-op threads. Needs load_cpu_flash() to be non-None.
     """
-    ext = _loaded or load_cpu_flash()
+    ext = load_cpu_flash()
     if ext is None:
         raise RuntimeError("the CPU flash-attention extension is unavailable")
     if out is None:

@@ -1,12 +1,12 @@
 """flash-attn on CUDA, when the package imports: flash-attn 4 (`flash_attn.cute`, the CuTe-DSL
 kernels for Hopper and Blackwell) or flash-attn 2 (`flash_attn`, Ampere and newer).
 
-Both align a causal mask bottom-right when a chunk's queries are fewer than its keys, so a chunk
-after a cached prefix is one kernel call: no split into prefix and diagonal, no merge, no K/V
-repeated for grouped-query heads. flash-attn 4 is the FlashAttention-3 design (warp-specialised
-TMA loads, two consumer warpgroups in ping-pong, softmax overlapped with the next QK^T); on an
-H200 it runs a chunk's attention faster than cuDNN (bench/results/prefill_h200.md).
-"""
+Both align a causal mask bottom-right when a chunk's queries are fewer than its keys and read
+grouped-query K/V without repeating it, so a chunk after a cached prefix can be one kernel call
+(flash-attn 2 always, flash-attn 4 without its private entry point). flash-attn 4 is the
+FlashAttention-3 design (warp-specialised TMA loads, two consumer warpgroups in ping-pong,
+softmax overlapped with the next QK^T); its mask-free kernel is faster than its causal one, so
+FlashAttn4Backend splits such a chunk into prefix and own keys (bench/results/prefill_h200.md)."""
 
 from __future__ import annotations
 
