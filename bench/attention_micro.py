@@ -178,6 +178,56 @@ def flash_attn_4_tiles(ctx: int, num_q: int, do_bench) -> None:
         )
 
 
+# The mask-free prefix call's knobs swept by --fa4-knobs (those this flash-attn 4 accepts).
+PREFIX_KNOBS: tuple[dict, ...] = (
+    {},
+    {"tile_mn": (128, 176)},
+    {"tile_mn": (128, 192)},
+    {"tile_mn": (128, 160)},
+    {"tile_mn": (128, 176), "pack_gqa": True},
+    {"tile_mn": (128, 128), "pack_gqa": True},
+    {"tile_mn": (128, 176), "mma_pv_is_rs": False},
+    {"tile_mn": (128, 176), "intra_wg_overlap": False},
+)
+
+
+def flash_attn_4_knobs(ctx: int, num_q: int, do_bench) -> None:
+    """The chunk against its cached prefix, no mask, under each of PREFIX_KNOBS that this
+    version's private _flash_attn_fwd takes: key tile, GQA packing (the 4 query heads of a KV
+    head in one tile), P @ V from registers, and the softmax / next QK^T overlap."""
+    import inspect
+    from importlib.metadata import version
+
+    try:
+        from flash_attn.cute.interface import _flash_attn_fwd
+    except Exception as exc:
+        print(f"flash-attn 4 not available: {exc!r}"[:300])
+        return
+    accepted = set(inspect.signature(_flash_attn_fwd).parameters)
+    torch.manual_seed(1)
+    start = ctx - num_q
+    q = torch.randn(1, num_q, H, D, device="cuda", dtype=torch.bfloat16)
+    kp = torch.randn(1, start, KV, D, device="cuda", dtype=torch.bfloat16)
+    vp = torch.randn(1, start, KV, D, device="cuda", dtype=torch.bfloat16)
+    reference = _flash_attn_fwd(q, kp, vp, causal=False)[0].float()
+    for knobs in PREFIX_KNOBS:
+        name = f"{version('flash-attn-4')} prefix " + (
+            ", ".join(f"{k}={v}" for k, v in knobs.items()) or "defaults"
+        )
+        if not set(knobs) <= accepted:
+            print(f"{name:<64} {ctx:>7} not in this version")
+            continue
+        fn = lambda knobs=knobs: _flash_attn_fwd(q, kp, vp, causal=False, **knobs)[0]  # noqa: E731
+        try:
+            err = float((fn().float() - reference).norm() / reference.norm())
+            ms = do_bench(fn, warmup=50, rep=1000, return_mode="median")
+            tflops = 4 * H * D * num_q * start / ms / 1e9
+            print(f"{name:<64} {ctx:>7} {ms:>8.2f} {tflops:>8.1f} {err:>9.2e}")
+        except Exception as exc:
+            print(f"{name:<64} {ctx:>7} failed: {exc!r}"[:400])
+        sys.stdout.flush()
+
+
 def bench_context(ctx: int, num_q: int, flex, do_bench) -> None:
     from torch.nn.attention.bias import causal_lower_right
 
@@ -287,9 +337,18 @@ def main() -> None:
     parser.add_argument(
         "--fa4-tiles", action="store_true", help="only flash-attn 4's tile and packing variants"
     )
+    parser.add_argument(
+        "--fa4-knobs", action="store_true", help="only the prefix call under PREFIX_KNOBS"
+    )
     args = parser.parse_args()
     from torch.nn.attention.flex_attention import flex_attention
     from triton.testing import do_bench
+
+    if args.fa4_knobs:
+        print(f"{'variant':<64} {'ctx':>7} {'ms':>8} {'TFLOP/s':>8} {'rel L2':>9}")
+        for ctx in args.contexts:
+            flash_attn_4_knobs(ctx, args.queries, do_bench)
+        return
 
     if args.fa4_tiles:
         print(f"{'variant':<40} {'ctx':>7} {'ms':>8} {'TFLOP/s':>8} {'rel L2':>9}")

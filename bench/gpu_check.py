@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunks", default=None, help="comma-separated chunk sizes")
     parser.add_argument("--backends", default=None, help="comma-separated engine backends")
     parser.add_argument("--decode-tokens", type=int, default=8)
+    parser.add_argument("--compile", action="store_true", help="EngineConfig.compile (CUDA)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--label", default=None)
     parser.add_argument("--work-dir", type=Path, default=ROOT / "var" / "gpu_check")
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         dtype=DTYPE_NAMES[dtype],
         reference_dtype=str(ref_dtype),
         tokens=args.tokens,
+        engine_compile=args.compile,
         transformers_rel_l2=hf_err,
         transformers_max_abs=hf_max_abs,
         tolerance=tolerance,
@@ -195,7 +197,7 @@ def _kwargs(shape, device, dtype, args, chunk: int, backend: str, prefix_cache: 
         chunk=chunk,
         backend=backend,
         block_size=16,
-        compile=False,
+        compile=args.compile,
     )
     kwargs["enable_prefix_cache"] = prefix_cache
     return kwargs

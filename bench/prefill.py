@@ -69,7 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--backend",
         default="auto",
         help="engine attention backend(s), comma-separated; '+compile' sets EngineConfig.compile "
-        "for that run, '+serial' runs flash-attn 4's split calls on one stream "
+        "for that run, '+serial' runs flash-attn 4's split calls on one stream, '+libtile' "
+        "leaves its prefix call's tile to flash-attn "
         "(e.g. flex,cudnn,flash_attn+compile,flash_attn+compile+serial)",
     )
     parser.add_argument(
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs,
         warmup=args.warmup,
         engine_backend_requested=args.backend,
-        engine_compile=args.compile,
+        engine_compile_all_runs=args.compile,  # --compile; '+compile' sets it per run
         notes=[
             "transformers: SDPA attention; chunked = DynamicCache loop with logits_to_keep=1, "
             "unchunked = one forward, use_cache=False, logits_to_keep=1.",
@@ -226,7 +227,7 @@ def _one_length(
         backend, *options = spec.split("+")
         name = f"engine {spec}"
         # "serial": flash-attn 4's two calls of a split chunk on one stream (the A/B of overlap).
-        _set_flash_attn_4_overlap("serial" not in options)
+        _set_flash_attn_4_options(overlap="serial" not in options, lib_tile="libtile" in options)
         try:
             engine, how = _build_engine(
                 args, source, hf, shape, device, dtype, num_tokens, backend, "compile" in options
@@ -265,10 +266,11 @@ def _one_length(
     return rows
 
 
-def _set_flash_attn_4_overlap(overlap: bool) -> None:
-    from engine.attention.flash import FlashAttn4Backend
+def _set_flash_attn_4_options(*, overlap: bool, lib_tile: bool) -> None:
+    from engine.attention.flash import PREFIX_TILE, FlashAttn4Backend
 
     FlashAttn4Backend.overlap_own = overlap
+    FlashAttn4Backend.prefix_tile = None if lib_tile else PREFIX_TILE
 
 
 def _modes_for(args: argparse.Namespace, num_tokens: int) -> list[str]:

@@ -22,6 +22,9 @@ from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 PAGED_BLOCK_MULTIPLE = 256
 # GPU generations flash-attn 4 has forward kernels for (compute capability major).
 FLASH_ATTN_4_MAJORS = (9, 10, 11)
+# flash-attn 4's (query, key) tile for the mask-free prefix call: FlashAttention-3's C++ tile for
+# head dim 128 without a mask. None leaves it to flash-attn's heuristic.
+PREFIX_TILE: tuple[int, int] | None = (128, 176)
 
 
 @functools.cache
@@ -74,7 +77,7 @@ class FlashAttn4Backend(AttentionBackend):
     name = "flash_attn"
     materializes_scores = False
     split_prefix = True
-    prefix_tile = (128, 176)
+    prefix_tile = PREFIX_TILE
     overlap_own = True  # the own-keys call on a second stream, concurrent with the prefix call
 
     def __init__(self, interface: Any) -> None:
@@ -127,14 +130,11 @@ class FlashAttn4Backend(AttentionBackend):
         """q [T, H, D]; keys, values [1, start + T, KV, D] -> [T, H, D]."""
         q4 = q.unsqueeze(0)  # [1, T, H, D]
 
+        tile = {} if self.prefix_tile is None else {"tile_mn": self.prefix_tile}
+
         def prefix() -> tuple[torch.Tensor, torch.Tensor]:  # no mask: every query sees it all
             return self._fwd(
-                q4,
-                keys[:, :start],
-                values[:, :start],
-                causal=False,
-                tile_mn=self.prefix_tile,
-                return_lse=True,
+                q4, keys[:, :start], values[:, :start], causal=False, return_lse=True, **tile
             )[:2]
 
         def own() -> tuple[torch.Tensor, torch.Tensor]:

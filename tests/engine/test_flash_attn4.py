@@ -18,6 +18,7 @@ from engine.attention.flash import FlashAttn4Backend, merge_by_lse
 
 BLOCK_SIZE = 4
 H, KV, D = 4, 2, 16
+LIBRARY_TILE = "flash-attn's choice"  # what the fake records when no tile_mn is passed
 
 
 def _attend(q, k, v, causal: bool):
@@ -53,7 +54,7 @@ class FakeFlashAttn4:
         values = v[page_table[0].long()].flatten(0, 1)[:num_keys][None]
         return _attend(q, keys, values, causal)
 
-    def _flash_attn_fwd(self, q, k, v, causal=False, tile_mn=None, return_lse=False):
+    def _flash_attn_fwd(self, q, k, v, causal=False, tile_mn=LIBRARY_TILE, return_lse=False):
         self.calls.append(("fwd", {"causal": causal, "tile": tile_mn, "num_keys": k.shape[1]}))
         out, lse = _attend(q, k, v, causal)
         return out, lse, None, None  # flash-attn 4 also returns p and row_max
@@ -114,13 +115,27 @@ def test_chunks_match_reference_and_take_the_expected_calls(consecutive: bool) -
         else:  # prefix without a mask, wide key tiles; then the chunk's own keys, causal
             assert fake.calls == [
                 ("fwd", {"causal": False, "tile": backend.prefix_tile, "num_keys": start}),
-                ("fwd", {"causal": True, "tile": None, "num_keys": end - start}),
+                ("fwd", {"causal": True, "tile": LIBRARY_TILE, "num_keys": end - start}),
             ]
     # Every position's K/V landed in its slot (the slice copy for consecutive blocks).
     slots = torch.tensor(table)[torch.arange(num_tokens) // BLOCK_SIZE] * BLOCK_SIZE
     slots += torch.arange(num_tokens) % BLOCK_SIZE
     assert torch.equal(caches[0].view(-1, KV, D)[slots], k)
     assert torch.equal(caches[1].view(-1, KV, D)[slots], v)
+
+
+def test_a_prefix_tile_of_none_leaves_the_tile_to_flash_attn() -> None:
+    torch.manual_seed(2)
+    q, k, v = torch.randn(8, H, D), torch.randn(8, KV, D), torch.randn(8, KV, D)
+    fake = FakeFlashAttn4()
+    backend = FlashAttn4Backend(fake)
+    backend.prefix_tile = None
+    caches = (torch.zeros(8, BLOCK_SIZE, KV, D), torch.zeros(8, BLOCK_SIZE, KV, D))
+    _step(backend, q[:4], k[:4], v[:4], caches, [0, 1], 0, consecutive=True)
+    fake.calls.clear()
+    out = _step(backend, q[4:], k[4:], v[4:], caches, [0, 1], 4, consecutive=True)
+    assert [call[1]["tile"] for call in fake.calls] == [LIBRARY_TILE, LIBRARY_TILE]
+    assert (out - _reference(q[4:], k, v, 4)).abs().max().item() < 1e-5
 
 
 def test_without_the_private_entry_point_a_chunk_is_one_causal_call() -> None:

@@ -90,16 +90,23 @@ def _causal_attention(layer_idx, q, k, v):
 
 
 @pytest.mark.slow
-def test_compiled_layer_halves_give_the_eager_logits() -> None:
+@pytest.mark.parametrize("in_place", [True, False], ids=["residual-in-place", "whole-half"])
+def test_compiled_layer_halves_give_the_eager_logits(in_place: bool) -> None:
     # compile_layers is what meets the H200 targets; Inductor's CPU backend compiles the same
-    # two graphs here, so what they compute is checked without a GPU.
+    # two graphs here, so what they compute is checked without a GPU. With F.linear and the MLP
+    # in one pass the residual products run in place (addmm_ into x); with the MLP in row
+    # blocks (as on the CPU) the half after attention is compiled whole.
     model = _random_model(2)
+    if not in_place:
+        model.use_matmul(F.linear, mlp_max_rows=8)
     inputs = [
         torch.randint(0, 50, (n,), generator=torch.Generator().manual_seed(n)) for n in (9, 23)
     ]
     with torch.inference_mode():
         eager = [model(ids, torch.arange(len(ids)), _causal_attention) for ids in inputs]
         model.compile_layers()
+        layer = model.layers[0]
+        assert (layer.after_attention == layer.after_attention_in_place) is in_place
         graphs_before = counters["stats"]["unique_graphs"]
         compiled = [model(ids, torch.arange(len(ids)), _causal_attention) for ids in inputs]
     # Both halves compiled, shared by the two layers (no graph per layer).
