@@ -125,13 +125,15 @@ class FlexBackend(AttentionBackend):
         padded = meta.extra["padded_len"]
         keys = gather_kv(k_cache, meta, padded)  # [padded, KV, D]
         values = gather_kv(v_cache, meta, padded)
-        options = self.kernel_options if meta.num_query_tokens >= MASK_BLOCK else None
         out = self._flex(
             q.transpose(0, 1).unsqueeze(0),  # [1, H, T, D]
             keys.transpose(0, 1).unsqueeze(0),  # [1, KV, padded, D]
             values.transpose(0, 1).unsqueeze(0),
             block_mask=meta.extra["block_mask"],
             enable_gqa=is_gqa,
-            kernel_options=options,
+            # Also for fewer queries than a block: without options, Inductor's lowering of a
+            # compiled engine's chunk tail (96 queries after 4 chunks of 1,000, head dim 128,
+            # H200) found no valid kernel config (bench/results/prefill_h200_small_compile_logits.md).
+            kernel_options=self.kernel_options,
         )  # [1, H, T, D]
         return out[0].transpose(0, 1)

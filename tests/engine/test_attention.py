@@ -103,3 +103,25 @@ def test_flex_block_mask_equals_create_block_mask(
         rows = visible[q_block * 128 : (q_block + 1) * 128]
         for kv_block in indices[q_block, : counts[q_block]].tolist():
             assert rows[:, kv_block * 128 : (kv_block + 1) * 128].all()
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_passes_its_kernel_options_for_a_chunk_shorter_than_a_mask_block() -> None:
+    # Without options, a compiled engine's tail chunk (96 queries) found no kernel on an H200.
+    from engine.attention.flex import MASK_BLOCK, FlexBackend
+
+    backend = FlexBackend(torch.device("cpu"), compile=False)
+    seen: list[dict | None] = []
+    flex = backend._flex
+
+    def recording_flex(*args, **kwargs):
+        seen.append(kwargs.get("kernel_options"))
+        return flex(*args, **kwargs)
+
+    backend._flex = recording_flex
+    torch.manual_seed(3)
+    q, k, v = torch.randn(12, H, D), torch.randn(12, KV, D), torch.randn(12, KV, D)
+    outs = _run_chunks(backend, [(0, 7), (7, 12)], [0, 1, 2], k, v, q)
+    assert MASK_BLOCK > 12  # both chunks are shorter than one mask block
+    assert seen == [backend.kernel_options] * 2
+    assert (outs[1] - _reference(q[7:], k, v, 7)).abs().max().item() < 1e-5
