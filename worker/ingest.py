@@ -55,6 +55,7 @@ class IngestOutcome:
     num_pages: int = 0
     num_passages: int = 0
     stats: dict = field(default_factory=dict)
+    follow_up_job_id: int | None = None  # the summarize job created with the document
 
 
 Progress = Callable[[str], None]  # called with the stage name: hashing, parsing, splitting, storing
@@ -118,10 +119,13 @@ def ingest_into_job(
     count_tokens: TokenCounter,
     on_stage: Progress | None = None,
     file_name: str | None = None,
+    then_summarize: bool = False,
 ) -> IngestOutcome:
     """Store one PDF for an existing, started job and finish the job. Raises DocumentError or
     OSError for the caller to record. `file_name` names the document when `path` is a stored copy
-    (the document store names its files by content hash)."""
+    (the document store names its files by content hash). With `then_summarize`, a summarize
+    job for the document is created in the transaction that finishes this one, so no reader
+    ever sees the ingest job done without its follow-up."""
     stage = on_stage or (lambda _: None)
     file_name = file_name or path.name
     timings: dict[str, float] = {}
@@ -140,7 +144,7 @@ def ingest_into_job(
     with sessions() as session:
         existing = documents.find_by_hash(session=session, content_hash=content_hash)
         if existing is not None:
-            return _present(path, job_id, existing.id, existing.num_pages, session)
+            return _present(path, job_id, existing.id, existing.num_pages, session, then_summarize)
 
     stage("parsing")
     parsed = parse_pdf(path, password=options.password, limits=options.limits)
@@ -163,7 +167,9 @@ def ingest_into_job(
             document = documents.store_document(session=session, new=new)
         except DuplicateDocument as duplicate:
             # Another process stored the same file while we parsed it.
-            return _present(path, job_id, duplicate.document_id, parsed.num_pages, session)
+            return _present(
+                path, job_id, duplicate.document_id, parsed.num_pages, session, then_summarize
+            )
         lap("store")
         stats = {
             **timings,
@@ -173,8 +179,7 @@ def ingest_into_job(
             "num_passages": len(passages),
             "kind": kind,
         }
-        jobs.finish_job(session=session, job_id=job_id, stats=stats, document_id=document.id)
-        session.commit()
+        stats = _finish(session, job_id, stats, document.id, then_summarize)
         return IngestOutcome(
             path=path,
             status=STORED,
@@ -183,7 +188,22 @@ def ingest_into_job(
             num_pages=parsed.num_pages,
             num_passages=len(passages),
             stats=stats,
+            follow_up_job_id=stats.get("follow_up_job_id"),
         )
+
+
+def _finish(
+    session: Session, job_id: int, stats: dict, document_id: int, then_summarize: bool
+) -> dict:
+    """Finish the ingest job (and create its summarize follow-up) in one commit; its stats."""
+    if then_summarize:
+        follow_up = jobs.create_job(
+            session=session, kind=JobKind.SUMMARIZE, document_id=document_id
+        )
+        stats = {**stats, "follow_up_job_id": follow_up.id}
+    jobs.finish_job(session=session, job_id=job_id, stats=stats, document_id=document_id)
+    session.commit()
+    return stats
 
 
 def _new_document(
@@ -219,11 +239,14 @@ def _new_document(
 
 
 def _present(
-    path: Path, job_id: int, document_id: int, num_pages: int, session: Session
+    path: Path,
+    job_id: int,
+    document_id: int,
+    num_pages: int,
+    session: Session,
+    then_summarize: bool = False,
 ) -> IngestOutcome:
-    stats = {"already_present": True}
-    jobs.finish_job(session=session, job_id=job_id, stats=stats, document_id=document_id)
-    session.commit()
+    stats = _finish(session, job_id, {"already_present": True}, document_id, then_summarize)
     return IngestOutcome(
         path=path,
         status=PRESENT,
@@ -231,6 +254,7 @@ def _present(
         job_id=job_id,
         num_pages=num_pages,
         stats=stats,
+        follow_up_job_id=stats.get("follow_up_job_id"),
     )
 
 

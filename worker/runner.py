@@ -90,6 +90,7 @@ def run_ingest(
             count_tokens=count_tokens,
             on_stage=on_stage,
             file_name=job.params.get("file_name"),
+            then_summarize=bool(job.params.get("then_summarize")),
         )
     except DocumentError as error:
         return _fail(job_id, sessions, error.code, error.message)
@@ -105,16 +106,9 @@ def run_ingest(
     finally:
         if "password" in job.params:
             _forget_password(job_id, sessions)
-    if not job.params.get("then_summarize") or outcome.document_id is None:
-        return RunOutcome(job_id, SUCCEEDED)
-    with sessions() as session:
-        follow_up = jobs.create_job(
-            session=session, kind=JobKind.SUMMARIZE, document_id=outcome.document_id
-        )
-        ingest_job = jobs.get_job(session=session, job_id=job_id)
-        ingest_job.stats = {**ingest_job.stats, "follow_up_job_id": follow_up.id}
-        session.commit()
-        return RunOutcome(job_id, SUCCEEDED, (follow_up.id,))
+    # The follow-up summarize job was created in the commit that finished the ingest job.
+    follow_ups = () if outcome.follow_up_job_id is None else (outcome.follow_up_job_id,)
+    return RunOutcome(job_id, SUCCEEDED, follow_ups)
 
 
 def _begin_model_job(

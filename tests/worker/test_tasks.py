@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Answer, Document, Job, JobKind, JobStatus, Summary
@@ -85,6 +85,37 @@ def test_ingest_stores_and_creates_the_follow_up_summary_job(
             document_id,
         )
         assert session.get(Job, outcome.job_id).stats["follow_up_job_id"] == follow_up
+
+
+def test_no_commit_shows_the_ingest_job_done_without_its_summary_job(
+    sessions, tmp_path, count_tokens
+) -> None:
+    # The upload page stops polling once none of its jobs is open: had the ingest job been
+    # committed as done before its follow-up existed, a page reading in between would never
+    # show the summary job (seen once in the browser test).
+    path = pdf_factory.text_pdf(tmp_path, PAGES, name="discharge.pdf")
+    job_id = _ingest_job(sessions, tmp_path, path, then_summarize=True)
+    seen: list[tuple[JobStatus, int | None]] = []
+
+    def read_after_commit(_session: Session) -> None:
+        with sessions() as reader:  # another connection: what any reader sees now
+            job = reader.get(Job, job_id)
+            seen.append((job.status, (job.stats or {}).get("follow_up_job_id")))
+
+    event.listen(sessions, "after_commit", read_after_commit)
+    try:
+        outcome = runner.run_ingest(
+            job_id,
+            sessions=sessions,
+            options=IngestOptions(files_dir=tmp_path / "files", passage_max_tokens=32),
+            count_tokens=count_tokens,
+        )
+    finally:
+        event.remove(sessions, "after_commit", read_after_commit)
+
+    (follow_up,) = outcome.follow_up_job_ids
+    done = [follow_up_id for status, follow_up_id in seen if status == JobStatus.SUCCEEDED]
+    assert done and all(follow_up_id == follow_up for follow_up_id in done), seen
 
 
 def test_a_bad_pdf_fails_its_job_with_a_sentence(sessions, tmp_path, count_tokens) -> None:
