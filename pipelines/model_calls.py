@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,40 @@ _SUMMED = (
     "prefill_seconds",
     "num_decode_tokens",
     "decode_seconds",
+    "num_repeated_sentences_dropped",
 )
+# A sentence this long that repeats an earlier one of the same output is a decoding loop, not
+# content. Shorter ones may rightly repeat ("Not stated." under two headings).
+MIN_REPEATED_SENTENCE_CHARS = 40
+# A sentence with the page citations that follow it ("... 30 days. [p. 4]"), or a line's rest.
+_SENTENCE = re.compile(r"\S.*?(?:[.!?](?:\s*\[p\.[^\]]*\])*(?=\s|$)|$)")
+_CITATION = re.compile(r"\[p\.[^\]]*\]")
+
+
+def drop_repeated_sentences(text: str) -> tuple[str, int]:
+    """`text` without the sentences of MIN_REPEATED_SENTENCE_CHARS or more that repeat an
+    earlier one (compared without case, extra spaces and page citations), and how many were
+    dropped. Small models caught in a greedy-decoding loop write one sentence over and over
+    until max_new_tokens. Lines are kept as lines; one left empty by the filter goes."""
+    seen: set[str] = set()
+    dropped = 0
+    lines: list[str] = []
+    for line in text.split("\n"):
+        sentences = _SENTENCE.findall(line)
+        kept: list[str] = []
+        for sentence in sentences:
+            key = " ".join(_CITATION.sub(" ", sentence).split()).casefold()
+            if len(key) >= MIN_REPEATED_SENTENCE_CHARS:
+                if key in seen:
+                    continue
+                seen.add(key)
+            kept.append(sentence)
+        dropped += len(sentences) - len(kept)
+        if len(kept) == len(sentences):
+            lines.append(line)  # untouched, spacing and all
+        elif kept:
+            lines.append(" ".join(kept))
+    return "\n".join(lines), dropped
 
 
 def fits(model: ChatModel, messages: Sequence[dict[str, str]], max_new_tokens: int) -> bool:
@@ -41,10 +75,12 @@ class CallLog:
         completion = self.model.complete(
             messages, max_new_tokens=max_new_tokens, on_progress=on_progress
         )
+        text, dropped = drop_repeated_sentences(completion.text)
         call = dict(completion.stats or {})
         call["step"] = step
+        call["num_repeated_sentences_dropped"] = dropped
         self.calls.append(call)
-        return completion.text
+        return text
 
     def stats(self) -> dict[str, Any]:
         """Totals over the calls (tokens, seconds, prefill chunks), the peak memory, every call."""
