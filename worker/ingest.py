@@ -244,7 +244,7 @@ def _present(
     document_id: int,
     num_pages: int,
     session: Session,
-    then_summarize: bool = False,
+    then_summarize: bool,
 ) -> IngestOutcome:
     stats = _finish(session, job_id, {"already_present": True}, document_id, then_summarize)
     return IngestOutcome(

@@ -3,9 +3,10 @@
 On the CPU PyTorch sends `F.linear` to MKL, whose generic x86 path runs on AMD processors without
 AVX-512: on this project's 2-core AMD EPYC (Zen 5) it computes SmolLM2's projections at 175-215
 GFLOP/s, where oneDNN (also inside PyTorch, chosen by CPU features, not vendor) reaches 340-480,
-and the decode step's logits 2.8x faster (bench/results/cpu_matmul.md). oneDNN is reached through `torch.ops.mkldnn._linear_pointwise`,
-the op Inductor's CPU backend emits for linear layers; it is private, so it is probed once per
-dtype and F.linear is kept wherever it is missing or disagrees.
+and the decode step's logits 2.8x faster (bench/results/cpu_matmul.md). oneDNN is reached
+through `torch.ops.mkldnn._linear_pointwise`, the op Inductor's CPU backend emits for linear
+layers; it is private, so it is probed once per dtype and F.linear is kept wherever it is
+missing or disagrees.
 """
 
 from __future__ import annotations

@@ -85,8 +85,12 @@ class MLP(nn.Module):
         return out
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.activation(x))
+
+    def activation(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, hidden] -> SiLU(gate) * up [T, I]: the MLP up to its down_proj."""
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)  # [T, I] each
-        return self.down_proj(F.silu(gate) * up)
+        return F.silu(gate) * up
 
 
 class DecoderLayer(nn.Module):
@@ -117,12 +121,8 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
     def mlp_activation(self, x: torch.Tensor) -> torch.Tensor:
-        """x [T, hidden] -> SiLU(gate) * up [T, I] of x's post-attention norm: the MLP up to
-        its down_proj."""
-        gate, up = self.mlp.gate_up_proj(self.post_attention_layernorm(x)).split(
-            self.mlp.intermediate_size, dim=-1
-        )
-        return F.silu(gate) * up
+        """The MLP's activation [T, I] of x's post-attention norm (what down_proj multiplies)."""
+        return self.mlp.activation(self.post_attention_layernorm(x))
 
     def after_attention_in_place(
         self, x: torch.Tensor, attention_out: torch.Tensor
@@ -139,10 +139,10 @@ class DecoderLayer(nn.Module):
         MLP's inside (when the residual products can run in place: plain F.linear, no bias, the
         MLP in one pass) or the whole half."""
         self.before_attention = torch.compile(self.before_attention, dynamic=True)
-        o_proj, mlp = self.self_attn.o_proj, self.mlp
-        if all(
-            linear.matmul is F.linear and linear.bias is None for linear in (o_proj, mlp.down_proj)
-        ) and (mlp.max_rows is None and mlp.gate_up_proj.matmul is F.linear):
+        residual_products = (self.self_attn.o_proj, self.mlp.down_proj)
+        if self.mlp.max_rows is None and all(
+            linear.matmul is F.linear and linear.bias is None for linear in residual_products
+        ):
             self.mlp_activation = torch.compile(self.mlp_activation, dynamic=True)
             self.after_attention = self.after_attention_in_place
         else:
