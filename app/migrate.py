@@ -17,10 +17,25 @@ from app.errors import DatabaseNotMigrated
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
+# Full-text search objects that migration 0007 creates in SQL and the models leave out: SQLite's
+# FTS5 table (with its shadow tables) and PostgreSQL's generated column and its GIN index.
+SEARCH_TABLE_PREFIX = "passages_fts"
+SEARCH_COLUMN = "search_vector"
+SEARCH_INDEX = "ix_passages_search_vector"
+
+
 def is_app_object(name: str | None, type_: str, parent_names: dict) -> bool:
     """Alembic's include_name filter: Celery's result tables share the database but are Celery's
-    to create, so autogenerate must neither drop nor compare them."""
-    return not (type_ == "table" and name is not None and name.startswith("celery_"))
+    to create, so autogenerate must neither drop nor compare them; nor the search objects."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not (name.startswith("celery_") or name.startswith(SEARCH_TABLE_PREFIX))
+    if type_ == "column":
+        return name != SEARCH_COLUMN
+    if type_ == "index":
+        return name != SEARCH_INDEX
+    return True
 
 
 def alembic_config(database_url: str) -> Config:

@@ -3,6 +3,9 @@
 Only entry points (the CLI, the worker, the UI) call `get_settings()`; services take explicit
 arguments so they can be tested without touching the environment.
 
+Entry points call `load_settings()`: a bad `LONGDOC_*` value becomes InvalidSettings with one
+sentence, the same in the CLI and the UI.
+
 `environment` is "development" or "production". Production refuses unsafe defaults: today the
 one secret, the UI password, must be set there (`_production_needs_a_ui_password`).
 """
@@ -11,8 +14,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.errors import InvalidSettings
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MIB = 1024 * 1024
@@ -41,7 +46,25 @@ class Settings(BaseSettings):
     max_pages: int = Field(default=2000, gt=0)
     parse_timeout_s: float = Field(default=120.0, gt=0)
     parse_memory_mb: int = Field(default=2048, gt=0)
+    # Text a PDF may give, decided in the parse child; past either, the file is refused (a few
+    # KB can inflate into megabytes of text: pipelines/text_caps.py).
+    max_page_chars: int = Field(default=100_000, gt=0)
+    max_document_chars: int = Field(default=10_000_000, gt=0)
     passage_max_tokens: int = Field(default=384, gt=0)
+    # OCR of pages without a usable text layer (pipelines/page_sources.py), in the parse child.
+    # Off: a document with no text layer is refused, and scanned pages of a mixed one stay empty.
+    ocr_enabled: bool = True
+    ocr_dpi: int = Field(default=200, ge=72, le=600)  # pages are rendered at this for OCR
+    ocr_page_timeout_s: float = Field(default=60.0, gt=0)  # past it, the page is left empty
+    ocr_num_threads: int = Field(default=2, gt=0)  # onnxruntime's threads in the parse child
+    # Bad redactions (dark boxes over text still in the file, pipelines/redactions.py): found
+    # at ingest; their text is left out of the stored pages unless keep_hidden_text is set
+    # (for a reviewer who must see what the filer failed to hide).
+    redaction_check_enabled: bool = True
+    keep_hidden_text: bool = False
+    # The sentence-embedding model of hybrid retrieval (worker/embedder.py), shipped in a PyPI
+    # package; "none" ranks passages by BM25 alone.
+    embedding_model: str = "all-minilm-l6-v2"
 
     # --- Background work (worker/celery_app.py) ---
     # "" means the embedded broker: kombu's filesystem transport under data_dir/broker (no server
@@ -56,13 +79,19 @@ class Settings(BaseSettings):
     # How long Redis waits for an unacknowledged task before giving it to another worker. Must
     # exceed the longest task (None: model_time_limit_s + 10 minutes), else it runs twice.
     visibility_timeout_s: float | None = Field(default=None, gt=0)
+    # A job whose worker process dies under it this many times is failed, never run again.
+    max_worker_deaths: int = Field(default=2, gt=0)
     inbox_dir: Path = Field(default=Path(), description="Default: <data_dir>/inbox")
     inbox_scan_enabled: bool = True
     inbox_scan_interval_s: float = Field(default=300, gt=0)
+    # Files in inbox/processed/ and inbox/refused/ older than this are deleted at each scan.
+    inbox_keep_days: float = Field(default=30, ge=0)
     auto_summarize_enabled: bool = True
     auto_summarize_interval_s: float = Field(default=600, gt=0)
 
     # --- The engine (worker/engine_holder.py) ---
+    # The choices below are engine/config.py's (DTYPES, OOM_POLICIES, ATTENTION_BACKENDS), written
+    # out because app imports no engine; tests/worker/test_engine_holder.py keeps them equal.
     engine_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
     engine_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     engine_chunk_size: int | None = Field(default=None, gt=0)  # None: planned from free memory
@@ -76,6 +105,23 @@ class Settings(BaseSettings):
     # torch.compile the layers on a GPU (a minute of compiling on the first requests, then a
     # 32K prefill ~10% faster on an H200: bench/results/prefill_h200.md); ignored on a CPU.
     engine_compile: bool = False
+    # Batching: requests the engine runs at once, and how long an idle engine waits for
+    # companions before it starts (seconds, at most 0.05).
+    engine_max_num_seqs: int = Field(default=64, gt=0)
+    engine_admission_window_s: float = Field(default=0.010, ge=0, le=0.05)
+    # The model worker runs tasks in threads that share one engine: this many at once, of
+    # which at most model_batch_slots are summaries (the rest stay free for questions).
+    model_worker_concurrency: int = Field(default=8, ge=2)
+    # Summaries (and key-facts jobs) at once, their model calls batched in the same engine
+    # steps. None: concurrency - 2 on PostgreSQL, 1 on SQLite (see num_model_batch_slots).
+    model_batch_slots: int | None = Field(default=None, gt=0)
+    # Decoding of summaries, answers and facts (greedy): repetition control. The loop detector
+    # ends a generation stuck in a loop (a span repeated 3 times over 32+ tokens, or a 5-word
+    # phrase more than max_phrase_repeats times in a line) after its first copy.
+    generation_repetition_penalty: float = Field(default=1.0, gt=0)
+    generation_no_repeat_ngram_size: int = Field(default=0, ge=0)
+    generation_stop_on_loop: bool = True
+    generation_max_phrase_repeats: int = Field(default=2, ge=0)
     summary_max_new_tokens: int = Field(default=512, gt=0)
     answer_max_new_tokens: int = Field(default=256, gt=0)
 
@@ -84,6 +130,12 @@ class Settings(BaseSettings):
     # `python -m ui.auth`: "pbkdf2_sha256$<iterations>$<salt>$<hash>", never the password itself.
     ui_password_hash: str = Field(default="", pattern=UI_PASSWORD_HASH_PATTERN)
     ui_port: int = Field(default=8501, gt=0, lt=65536)
+
+    # --- Operations ---
+    # Prometheus metrics (app/metrics.py) served on this port by each worker and the UI; None:
+    # not served. One process per port: `longdoc up` gives its worker this port, its ingest
+    # worker the next one and the UI the one after.
+    metrics_port: int | None = Field(default=None, gt=0, lt=65536)
 
     @model_validator(mode="before")
     @classmethod
@@ -128,8 +180,31 @@ class Settings(BaseSettings):
             return self.visibility_timeout_s
         return max(self.model_time_limit_s, self.ingest_time_limit_s) + 600
 
+    @property
+    def num_model_batch_slots(self) -> int:
+        """On SQLite a transaction that read and then writes after another connection's commit
+        fails at once ("database is locked", whatever the busy timeout): summaries running
+        together in one worker kept hitting that when starting and finishing their jobs, each
+        time spending one of the task's database retries. So one at a time there by default."""
+        slots = self.model_batch_slots
+        if slots is None:
+            is_sqlite = self.database_url.startswith("sqlite")
+            slots = 1 if is_sqlite else self.model_worker_concurrency - 2
+        return max(1, min(slots, self.model_worker_concurrency - 1))
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process's settings, read once. Tests call `get_settings.cache_clear()`."""
     return Settings()
+
+
+def load_settings() -> Settings:
+    """get_settings(), with a bad LONGDOC_* value reported as InvalidSettings."""
+    try:
+        return get_settings()
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = "LONGDOC_" + str(first["loc"][0]).upper() if first["loc"] else "a LONGDOC_ setting"
+        # The value itself is not repeated: it may be a database URL with a password.
+        raise InvalidSettings(f"Invalid setting {name}: {first['msg']}.") from None

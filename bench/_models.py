@@ -14,6 +14,12 @@ from typing import Any
 
 import torch
 
+from worker.kernel_build import put_ninja_on_path
+
+# The engines built here may run the CPU attention kernel, which torch builds with ninja from
+# PATH: as the worker does, add the ninja wheel's folder when PATH has none.
+put_ninja_on_path()
+
 RANDOM_PRESETS: dict[str, dict[str, Any]] = {
     # Llama-3-8B: hidden 4096, 32 layers, 32 heads, 8 KV heads, MLP 14336, vocab 128256.
     # max_position_embeddings is raised so 128K prompts are within the model's stated length.

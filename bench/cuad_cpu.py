@@ -111,18 +111,18 @@ class Bench:
         os.environ["LONGDOC_ENGINE_DEVICE"] = "cpu"
         from app import migrate
         from worker import resources
+        from worker.ingest import IngestOptions
 
         self.corpus = corpus
         self.settings = resources.settings()
         migrate.upgrade(self.settings.database_url)
         self.sessions = resources.sessions()
         self.count_tokens = resources.count_tokens()
-        self.options = resources.ingest_options(self.settings)
+        self.options = IngestOptions.from_settings(self.settings)
 
     def ingest(self, relative: str) -> dict[str, Any]:
-        from app.db.models import JobKind
         from app.services import documents, jobs
-        from worker import runner
+        from worker import runner, runner_ingest
 
         path = self.corpus / relative
         with self.sessions() as session:
@@ -131,11 +131,11 @@ class Bench:
                 content_hash=documents.content_hash_of(path),
                 data=path,
             )
-            params = {"path": str(stored), "file_name": path.name, "then_summarize": False}
-            job_id = jobs.create_job(session=session, kind=JobKind.INGEST, params=params).id
+            params = jobs.IngestParams(file_name=path.name, path=str(stored))
+            job_id = jobs.create_ingest_job(session=session, params=params).id
             session.commit()
         started = time.perf_counter()
-        outcome = runner.run_ingest(
+        outcome = runner_ingest.run_ingest(
             job_id, sessions=self.sessions, options=self.options, count_tokens=self.count_tokens
         )
         seconds = time.perf_counter() - started
@@ -248,6 +248,7 @@ def _control_factory(settings):
     """The worker's engine config with the prefix cache off: the baseline for reuse."""
     from engine import LLMEngine
     from worker.engine_holder import engine_config
+    from worker.kernel_build import put_ninja_on_path
     from worker.model_adapter import EngineChatModel
 
     model = None
@@ -256,6 +257,7 @@ def _control_factory(settings):
         nonlocal model
         if model is None:
             config = replace(engine_config(settings), enable_prefix_cache=False)
+            put_ninja_on_path()  # as the worker's engine holder does
             model = EngineChatModel(LLMEngine(config), settings.model)
         return model
 
@@ -281,7 +283,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         "max_context_tokens": model.max_context_tokens,
         "torch_threads": __import__("torch").get_num_threads(),
         "attention_backend": model._engine.attention_backend,
-        "kv_cache_tokens": model._engine._placement.blocks.num_blocks * settings_block(model),
+        "kv_cache_tokens": model._engine._main.blocks.num_blocks * settings_block(model),
     }
     print("engine:", report["engine"])
 
@@ -331,7 +333,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
 
 
 def settings_block(model) -> int:
-    return model._engine._placement.blocks.block_size
+    return model._engine._main.blocks.block_size
 
 
 def _brief(answer: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ EngineConfig.
 """
 
 from engine.config import EngineConfig
+from engine.detokenizer import IncrementalDetokenizer, StopStrings
 from engine.errors import (
     EngineError,
     ModelLoadError,
@@ -14,6 +15,8 @@ from engine.errors import (
 )
 from engine.gguf_convert import convert_gguf, ensure_tokenizer
 from engine.llm_engine import GenerationResult, LLMEngine
+from engine.loop_detector import Loop, LoopDetector
+from engine.sampler import Sampler, SamplingRow
 from engine.sampling_params import SamplingParams
 from engine.stats import RequestStats
 
@@ -21,12 +24,18 @@ __all__ = [
     "EngineConfig",
     "EngineError",
     "GenerationResult",
+    "IncrementalDetokenizer",
     "LLMEngine",
+    "Loop",
+    "LoopDetector",
     "ModelLoadError",
     "OutOfMemoryError",
     "PromptTooLongError",
     "RequestStats",
+    "Sampler",
     "SamplingParams",
+    "SamplingRow",
+    "StopStrings",
     "UnsupportedModelError",
     "convert_gguf",
     "ensure_tokenizer",

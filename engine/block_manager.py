@@ -23,7 +23,7 @@ from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass
 
 from engine.errors import EngineError
-from engine.sequence import Sequence
+from engine.sequence import PLACEHOLDER_TOKEN_ID, Sequence
 
 NO_PARENT_HASH = -1
 
@@ -156,9 +156,12 @@ class BlockManager:
         seq.num_computed_tokens = num_computed_tokens
         if not self.enable_prefix_cache:
             return
-        # Only blocks that are full and fully computed; a partial last block is never hashed.
+        # Only blocks that are full and fully computed; a partial last block is never hashed,
+        # nor one holding a token whose id is still on the device (hashed by a later commit).
         for block_index in range(len(seq.block_hashes), num_computed_tokens // self.block_size):
             token_ids = tuple(seq.block_token_ids(block_index))
+            if PLACEHOLDER_TOKEN_ID in token_ids:
+                break
             parent_hash = seq.block_hashes[-1] if seq.block_hashes else NO_PARENT_HASH
             block_hash = compute_block_hash(token_ids, parent_hash)
             seq.block_hashes.append(block_hash)
@@ -221,16 +224,6 @@ class BlockManager:
         if num_kept_blocks > num_full_blocks:
             self._make_last_block_writable(seq)
         seq.num_cached_tokens = min(seq.num_cached_tokens, seq.num_computed_tokens)
-
-    def slot_mapping(self, seq: Sequence, start: int, end: int) -> list[int]:
-        """Cache slot of each position in [start, end): block_table[p // bs] * bs + p % bs."""
-        if not 0 <= start <= end <= len(seq.block_table) * self.block_size:
-            raise ValueError(
-                f"positions [{start}, {end}) are outside the "
-                f"{len(seq.block_table) * self.block_size} slots of request {seq.request_id}."
-            )
-        bs = self.block_size
-        return [seq.block_table[p // bs] * bs + p % bs for p in range(start, end)]
 
     # ---- internals ------------------------------------------------------------------------
 

@@ -95,19 +95,19 @@ def activation_bytes_per_token(
     shape: ModelShape,
     dtype_bytes: int,
     *,
-    num_context_tokens: int,
+    num_key_tokens: int,
     attention_materializes_scores: bool,
 ) -> float:
     """Peak bytes of one layer's forward per prefill token (see the module docstring).
 
-    num_context_tokens is the key length the chunk's queries attend to: the chunk's end.
+    num_key_tokens is the key length the chunk's queries attend to: the chunk's end.
     """
     q = shape.num_heads * shape.head_dim
     kv = shape.num_kv_heads * shape.head_dim
     num_elements = 4 * shape.hidden_size + 2 * q + 2 * kv + 3 * shape.intermediate_size
     num_bytes = float(num_elements * dtype_bytes)
     if attention_materializes_scores:
-        num_bytes += NUM_SCORE_COPIES * shape.num_heads * num_context_tokens * SCORE_BYTES
+        num_bytes += NUM_SCORE_COPIES * shape.num_heads * num_key_tokens * SCORE_BYTES
     return num_bytes
 
 
@@ -121,14 +121,14 @@ def chunk_peak_bytes(
     dtype_bytes: int,
     *,
     chunk_size: int,
-    num_context_tokens: int,
+    num_prior_tokens: int,
     attention_materializes_scores: bool,
 ) -> float:
-    """Activation peak of a chunk of chunk_size tokens after num_context_tokens cached ones."""
+    """Activation peak of a chunk of chunk_size tokens after num_prior_tokens in the KV cache."""
     per_token = activation_bytes_per_token(
         shape,
         dtype_bytes,
-        num_context_tokens=num_context_tokens + chunk_size,
+        num_key_tokens=num_prior_tokens + chunk_size,
         attention_materializes_scores=attention_materializes_scores,
     )
     return chunk_size * per_token
@@ -139,7 +139,7 @@ def plan_chunk_size(
     free_bytes: int,
     shape: ModelShape,
     dtype_bytes: int,
-    num_context_tokens: int,
+    num_prior_tokens: int,
     num_remaining_tokens: int,
     min_chunk: int,
     max_chunk: int,
@@ -150,7 +150,7 @@ def plan_chunk_size(
 ) -> int:
     """Largest chunk whose activation peak fits in free_bytes - headroom; 0 if none fits.
 
-    num_context_tokens: tokens already in the KV cache before this chunk (its start).
+    num_prior_tokens: tokens already in the KV cache before this chunk (its start).
     Candidates are min_chunk, the multiples of multiple_of up to max_chunk, and the whole
     remainder of the prompt when that is within max_chunk (the last chunk may be ragged). A
     remainder shorter than min_chunk is its own minimum. fixed_bytes is any further per-chunk
@@ -161,8 +161,8 @@ def plan_chunk_size(
         raise ValueError(f"num_remaining_tokens must be at least 1, not {num_remaining_tokens}.")
     if not 1 <= min_chunk <= max_chunk:
         raise ValueError(f"need 1 <= min_chunk ({min_chunk}) <= max_chunk ({max_chunk}).")
-    if multiple_of < 1 or num_context_tokens < 0:
-        raise ValueError("multiple_of must be positive and num_context_tokens not negative.")
+    if multiple_of < 1 or num_prior_tokens < 0:
+        raise ValueError("multiple_of must be positive and num_prior_tokens not negative.")
     budget = free_bytes - headroom_bytes - fixed_bytes - logits_bytes(shape, dtype_bytes)
     candidates = _candidate_sizes(num_remaining_tokens, min_chunk, max_chunk, multiple_of)
 
@@ -171,7 +171,7 @@ def plan_chunk_size(
             shape,
             dtype_bytes,
             chunk_size=chunk_size,
-            num_context_tokens=num_context_tokens,
+            num_prior_tokens=num_prior_tokens,
             attention_materializes_scores=attention_materializes_scores,
         )
         return peak <= budget
@@ -197,15 +197,3 @@ def _candidate_sizes(
     if num_remaining_tokens <= max_chunk:
         sizes.add(num_remaining_tokens)
     return sorted(sizes)
-
-
-def split_into_chunks(num_tokens: int, chunk_size: int) -> list[tuple[int, int]]:
-    """[start, end) bounds of consecutive chunks of chunk_size covering num_tokens tokens."""
-    if chunk_size < 1 or num_tokens < 0:
-        raise ValueError(
-            f"chunk_size ({chunk_size}) must be positive and num_tokens ({num_tokens}) not "
-            "negative."
-        )
-    return [
-        (start, min(start + chunk_size, num_tokens)) for start in range(0, num_tokens, chunk_size)
-    ]

@@ -13,8 +13,11 @@ from pathlib import Path
 MiB = 1024 * 1024
 
 DEVICES_HELP = '"auto", "cpu", "cuda" or "cuda:N"'
+# The engine's one list of each choice; engine/attention selects among ATTENTION_BACKENDS (in
+# the order "auto" prefers them). app/settings.py repeats the three as Literals, since app imports
+# no engine; tests/worker/test_engine_holder.py holds the two to the same names.
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-ATTENTION_BACKENDS = ("auto", "flash_attn", "flex", "cudnn", "cpu_flash", "sdpa")
+ATTENTION_BACKENDS = ("auto", "flash_attn", "cudnn", "flex", "cpu_flash", "sdpa")
 OOM_POLICIES = ("truncate", "cpu", "fail")
 
 # Bytes per element of each concrete dtype name; "auto" is resolved by the runner.
@@ -28,7 +31,9 @@ class EngineConfig:
     """Everything the engine needs to know before it loads a model.
 
     Sizes of the KV cache and of prefill chunks default to None, meaning "chosen from free
-    memory at run time"; setting them overrides the planner.
+    memory at run time"; setting them overrides the planner. The step's token budget (decode
+    tokens and prefill chunks of all running requests together) is chunk_size when set, else
+    planned from free memory between min_chunk_size and max_chunk_size; out of memory halves it.
     """
 
     model_path: Path
@@ -48,6 +53,17 @@ class EngineConfig:
     enable_prefix_cache: bool = True
     compile: bool = False
     seed: int | None = None
+    # Batching: requests running at once, and the wait of an idle engine for companions.
+    max_num_seqs: int = 64
+    admission_window_s: float = 0.010
+    # While a higher-priority request writes, lower-priority ones run in one step of this many
+    # (engine/scheduler.py; 1: every step runs everyone).
+    lower_priority_every: int = 2
+    # Decode steps replayed from CUDA graphs (CUDA with the paged decode kernel only).
+    cuda_graphs: bool = True
+    # Schedule and launch each step before the previous step's tokens are read back, so the
+    # host's work per step overlaps the device's (engine/step_pipeline.py).
+    async_scheduling: bool = True
 
     def __post_init__(self) -> None:
         # Accept str paths from callers; frozen, so coerce through object.__setattr__.
@@ -92,6 +108,17 @@ class EngineConfig:
         _require_positive("block_size", self.block_size)
         _require_positive("min_chunk_size", self.min_chunk_size)
         _require_positive("max_chunk_size", self.max_chunk_size)
+        _require_positive("max_num_seqs", self.max_num_seqs)
+        _require_positive("lower_priority_every", self.lower_priority_every)
+        window = self.admission_window_s
+        if (
+            isinstance(window, bool)
+            or not isinstance(window, int | float)
+            or not 0 <= window <= 0.05
+        ):
+            raise ValueError(
+                f"admission_window_s must be between 0 and 0.05 seconds, not {window!r}."
+            )
         if self.max_kv_cache_bytes is not None:
             _require_positive("max_kv_cache_bytes", self.max_kv_cache_bytes)
         if self.max_model_len is not None:

@@ -11,8 +11,9 @@ CPU_KV_MEMORY_FRACTION = 0.5
 
 
 class KVCache:
-    """One tensor [2, layers, num_blocks, block_size, kv_heads, head_dim]; per-layer K/V are views
-    in flash-attn's paged layout [num_blocks, block_size, kv_heads, head_dim]."""
+    """One tensor [2, layers, num_blocks + 1, block_size, kv_heads, head_dim]; per-layer K/V are
+    views in flash-attn's paged layout [num_blocks + 1, block_size, kv_heads, head_dim]. The last
+    block belongs to no request: padding rows of a CUDA-graph decode step write there."""
 
     def __init__(
         self,
@@ -25,10 +26,11 @@ class KVCache:
     ) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.scratch_slot = num_blocks * block_size
         self.tensor = torch.zeros(
             2,
             shape.num_layers,
-            num_blocks,
+            num_blocks + 1,
             block_size,
             shape.num_kv_heads,
             shape.head_dim,

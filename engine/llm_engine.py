@@ -1,4 +1,12 @@
-"""LLMEngine: load a model once, then prefill long prompts chunk by chunk and generate."""
+"""LLMEngine: load a model once, then serve many requests together, one step at a time.
+
+Each step is schedule() -> run() -> postprocess(): the scheduler picks the running decodes and
+prefill chunks that fit the step's token budget (engine/scheduler.py), the model runner computes
+them in one forward pass (engine/model_runner.py), and the sampled tokens go to their requests
+(engine/request.py); engine/step_pipeline.py runs that loop one step ahead of its reads. `add_request`, `step` and `abort` are the serving API; `generate_many` and
+`generate` are loops over step(). Not thread-safe: one thread drives an engine
+(engine/engine_loop.py serves other threads).
+"""
 
 from __future__ import annotations
 
@@ -6,39 +14,38 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from collections.abc import Sequence as SequenceOf
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from engine.attention import select_backend
-from engine.block_manager import BlockManager
-from engine.chunk_planner import ModelShape
 from engine.config import DTYPE_NUM_BYTES, EngineConfig
-from engine.device_memory import free_bytes, peak_bytes, reset_peak
-from engine.errors import EngineError, PromptTooLongError
-from engine.kv_cache import KVCache, plan_num_blocks
-from engine.loader import load_model, load_tokenizer, resolve_checkpoint
-from engine.model_runner import ModelRunner
-from engine.models.linear import CPU_MLP_MAX_ROWS, cpu_linear_fn
-from engine.prefill import FaultInjector, Placement, PrefillRequest, ProgressCallback, run_prefill
-from engine.sampler import make_generator, sample
+from engine.detokenizer import IncrementalDetokenizer, StopStrings
+from engine.device_memory import peak_bytes, reset_peak
+from engine.errors import EngineError, OutOfMemoryError, PromptTooLongError
+from engine.loader import load_tokenizer, resolve_checkpoint
+from engine.loop_detector import LoopDetector
+from engine.oom_policies import apply_oom_policy
+from engine.placement import CPU, MAIN, Placement, build_placement
+from engine.request import (
+    FINISH_ABORT,
+    GenerationResult,
+    ProgressCallback,
+    Request,
+    TokenCallback,
+    monotonic,
+)
+from engine.sampler import make_generator
 from engine.sampling_params import SamplingParams
-from engine.sequence import Sequence, SequenceStatus
-from engine.stats import RequestStats
+from engine.scheduler import Step
+from engine.sequence import Sequence
+from engine.stats import FALLBACK_OOM_HALVED, RequestStats
+from engine.step_pipeline import FaultInjector, StepPipeline
 
-# (token_id, text_delta) -> None, called for every generated token.
-TokenCallback = Callable[[int, str], None]
+ZERO_WIDTH_SPACE = "\u200b"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-
-@dataclass
-class GenerationResult:
-    token_ids: list[int]  # generated tokens, without the stop token
-    text: str
-    finish_reason: str  # "stop" (stop token or string) or "length"
-    stats: RequestStats
+__all__ = ["GenerationResult", "LLMEngine", "ProgressCallback", "TokenCallback"]
 
 
 class LLMEngine:
@@ -49,35 +56,58 @@ class LLMEngine:
         fault_injector: FaultInjector | None = None,
         state_dict: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
-        """state_dict: the weights, in checkpoint naming, instead of model_path's safetensors
+        """fault_injector: called with each step of the main placement before it runs, for the
+        engine's life; tests raise torch.OutOfMemoryError from it to exercise the OOM paths.
+        state_dict: the weights, in checkpoint naming, instead of model_path's safetensors
         (config.json and the tokenizer are still read from model_path; the 'cpu' OOM policy
         still loads its copy from the files). For benchmarks and tests: the caller's tensors
         are used as they are when already on the device in the engine's dtype."""
         self.config = config
-        self.fault_injector = fault_injector
+        self._fault_injector = fault_injector
         self.device = _resolve_device(config.device)
         self.dtype = _resolve_dtype(config.dtype, self.device)
         self.checkpoint_dir = resolve_checkpoint(config.model_path, config.model_cache_dir)
         self.tokenizer = load_tokenizer(self.checkpoint_dir)
-        self._placement = self._build_placement(
-            self.device, self.dtype, config.attention_backend, state_dict
+        self._main = build_placement(
+            MAIN,
+            config,
+            self.checkpoint_dir,
+            self.device,
+            self.dtype,
+            config.attention_backend,
+            max_model_len=config.max_model_len,
+            state_dict=state_dict,
         )
-        self.model_args = self._placement.runner.model.args
-        self.model_shape = self._placement.shape
-        self.attention_backend = self._placement.runner.backend.name
+        self.model_args = self._main.runner.model.args
+        self.model_shape = self._main.shape
+        self.attention_backend = self._main.runner.backend.name
         self.max_model_len = config.max_model_len or self.model_args.max_position_embeddings
-        self._eos_ids = _eos_token_ids(self.checkpoint_dir, self.tokenizer)
+        self._eos_ids = frozenset(_eos_token_ids(self.checkpoint_dir, self.tokenizer))
+        self._special_strings = _special_token_strings(self.tokenizer)
         self._cpu_placement: Placement | None = None
+        self._requests: dict[int, Request] = {}
+        self._text_pending: dict[int, Request] = {}  # tokens taken, text not yet made
+        self._pipelines: dict[str, StepPipeline] = {}
+        self._add_pipeline(self._main)
         self._next_request_id = 0
 
-    # ---- public API -----------------------------------------------------------------------
+    # ---- tokens ---------------------------------------------------------------------------
 
     def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of a chat, ending with the assistant's turn prompt."""
+        """Token ids of a chat, ending with the assistant's turn prompt. A control string such
+        as <|im_start|> inside a message's text (a document's, a question's) stays text: it is
+        broken by a zero-width space, so it can never open a turn of its own."""
+        safe = [{**m, "content": self._defuse(m.get("content", ""))} for m in messages]
         encoded = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=True
+            safe, add_generation_prompt=True, tokenize=True
         )
         return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
+
+    def _defuse(self, text: str) -> str:
+        for special in self._special_strings:
+            if special in text:
+                text = text.replace(special, special[0] + ZERO_WIDTH_SPACE + special[1:])
+        return text
 
     def count_tokens(self, texts: SequenceOf[str]) -> list[int]:
         """Tokens of each text without special tokens (what a passage costs in a prompt)."""
@@ -86,25 +116,104 @@ class LLMEngine:
         encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [len(ids) for ids in encoded]
 
+    # ---- serving API ----------------------------------------------------------------------
+
+    def add_request(
+        self,
+        prompt_token_ids: SequenceOf[int],
+        params: SamplingParams,
+        *,
+        priority: int = 0,
+        on_token: TokenCallback | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> int:
+        """Queue a request; its tokens come from later step() calls. Returns its id."""
+        return self._add(prompt_token_ids, params, priority, on_token, on_progress).request_id
+
+    def step(self) -> list[GenerationResult]:
+        """Run one step on every placement with work; the requests that finished (with async
+        scheduling, the host reads a step's tokens during the next step: a request's result
+        comes one step after its last token was computed)."""
+        for placement in self._placements():
+            pipeline = self._pipelines[placement.name]
+            if pipeline.has_work:
+                pipeline.step()
+        finished = self._process_text()
+        finished.extend(self._collect_failed())
+        return finished
+
+    @property
+    def num_steps(self) -> int:
+        """Steps launched so far, on every placement."""
+        return sum(pipeline.num_steps for pipeline in self._pipelines.values())
+
+    def abort(self, request_id: int) -> GenerationResult | None:
+        """Stop a request wherever it is and free its blocks; None when it is unknown."""
+        request = self._requests.pop(request_id, None)
+        if request is None:
+            return None
+        self._text_pending.pop(request_id, None)
+        request.placement.scheduler.abort(request_id)
+        request.finish_reason = request.finish_reason or FINISH_ABORT
+        return request.result()
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._requests)
+
+    def wait_time(self) -> float:
+        """Seconds until step() has work (the admission window of an idle engine)."""
+        waits = [p.scheduler.wait_time() for p in self._placements() if p.scheduler.has_unfinished]
+        return min(waits, default=0.0)
+
+    def generate_many(
+        self,
+        prompts: SequenceOf[SequenceOf[int]],
+        params: SamplingParams | SequenceOf[SamplingParams],
+        *,
+        priorities: SequenceOf[int] | None = None,
+        on_token: Callable[[int, int, str], None] | None = None,
+    ) -> list[GenerationResult]:
+        """Generate for every prompt together; results in the prompts' order. on_token gets
+        (index of the prompt, token id, text delta). Raises the first request's error."""
+        all_params = [params] * len(prompts) if isinstance(params, SamplingParams) else params
+        if len(all_params) != len(prompts):
+            raise ValueError("give one SamplingParams, or one per prompt")
+        ids: list[int] = []
+        try:
+            for index, (prompt, request_params) in enumerate(zip(prompts, all_params, strict=True)):
+                callback = None if on_token is None else _indexed(on_token, index)
+                priority = 0 if priorities is None else priorities[index]
+                ids.append(
+                    self.add_request(prompt, request_params, priority=priority, on_token=callback)
+                )
+            results = self._run_until_done(ids)
+        finally:
+            for request_id in ids:
+                self.abort(request_id)
+        for result in results:
+            if result.error is not None:
+                raise result.error
+        return results
+
     def generate(
         self,
-        prompt_token_ids: list[int],
+        prompt_token_ids: SequenceOf[int],
         params: SamplingParams,
         *,
         on_token: TokenCallback | None = None,
         on_progress: ProgressCallback | None = None,
+        priority: int = 0,
     ) -> GenerationResult:
-        seq, stats = self._start_request(prompt_token_ids)
-        placement = self._placement
+        request_id = self.add_request(
+            prompt_token_ids, params, priority=priority, on_token=on_token, on_progress=on_progress
+        )
         try:
-            request = PrefillRequest(
-                seq, stats, fault_injector=self.fault_injector, on_progress=on_progress
-            )
-            placement, logits = run_prefill(request, placement, self.config, self._cpu)
-            return self._decode(seq, stats, placement, logits[-1], params, on_token)
+            (result,) = self._run_until_done([request_id])
         finally:
-            placement.blocks.free(seq)
-            stats.peak_memory_bytes = peak_bytes(placement.runner.device)
+            self.abort(request_id)
+        if result.error is not None:
+            raise result.error
+        return result
 
     def prefill_logits(
         self,
@@ -115,24 +224,61 @@ class LLMEngine:
     ) -> torch.Tensor:
         """fp32 logits of the last position [V], or with all_positions of every position
         computed (not reused from the prefix cache) [N, V]. For tests and benchmarks."""
-        seq, stats = self._start_request(prompt_token_ids)
-        placement = self._placement
+        request = self._add(prompt_token_ids, SamplingParams(max_new_tokens=1), 0, None, None)
+        request.prefill_only, request.all_logits = True, all_positions
+        request.seq.max_chunk_tokens = chunk_size
         try:
-            request = PrefillRequest(
-                seq,
-                stats,
-                chunk_size=chunk_size,
-                all_logits=all_positions,
-                fault_injector=self.fault_injector,
-            )
-            placement, logits = run_prefill(request, placement, self.config, self._cpu)
-            return logits if all_positions else logits[-1]
+            (result,) = self._run_until_done([request.request_id])
         finally:
-            placement.blocks.free(seq)
+            self.abort(request.request_id)
+        if result.error is not None:
+            raise result.error
+        return torch.cat(request.logits) if all_positions else request.logits[-1][-1]
 
-    # ---- request lifecycle ----------------------------------------------------------------
+    # ---- internals ------------------------------------------------------------------------
 
-    def _start_request(self, prompt_token_ids: list[int]) -> tuple[Sequence, RequestStats]:
+    def _add(
+        self,
+        prompt_token_ids: SequenceOf[int],
+        params: SamplingParams,
+        priority: int,
+        on_token: TokenCallback | None,
+        on_progress: ProgressCallback | None,
+    ) -> Request:
+        prompt = self._checked_prompt(prompt_token_ids)
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        seq = Sequence(request_id, prompt, len(prompt), priority=priority)
+        stats = RequestStats(
+            num_prompt_tokens=len(prompt),
+            attention_backend=self.attention_backend,
+            device=str(self.device),
+            request_id=request_id,
+        )
+        request = Request(
+            seq=seq,
+            params=params,
+            stats=stats,
+            generator=make_generator(params, self.config.seed),
+            detokenizer=IncrementalDetokenizer(self.tokenizer),
+            stop_strings=StopStrings(params.stop_strings),
+            loop_detector=LoopDetector.from_params(params) if params.stop_on_loop else None,
+            stop_token_ids=frozenset(params.stop_token_ids)
+            | (frozenset() if params.ignore_eos else self._eos_ids),
+            max_new_tokens=min(params.max_new_tokens, self.max_model_len - len(prompt)),
+            on_token=on_token,
+            on_progress=on_progress,
+            placement=self._main,
+        )
+        seq.max_completion_tokens = request.max_new_tokens
+        if not self._requests:
+            reset_peak(self.device)
+        seq.arrival_time = monotonic()
+        self._requests[request_id] = request
+        self._main.scheduler.add(seq)
+        return request
+
+    def _checked_prompt(self, prompt_token_ids: SequenceOf[int]) -> list[int]:
         prompt = [int(t) for t in prompt_token_ids]
         if not prompt:
             raise EngineError("The prompt is empty: give at least one token.")
@@ -146,134 +292,114 @@ class LLMEngine:
                 f"The prompt has {len(prompt)} tokens; the model takes at most "
                 f"{self.max_model_len} including the answer."
             )
-        request_id = self._next_request_id
-        self._next_request_id += 1
-        seq = Sequence(request_id, prompt, len(prompt))
-        blocks = self._placement.blocks
-        if not blocks.can_allocate(seq):
+        blocks = self._main.blocks
+        if blocks.num_blocks_for(len(prompt) + 1) > blocks.num_blocks:
             raise PromptTooLongError(
                 f"The prompt has {len(prompt)} tokens but the KV cache holds "
                 f"{blocks.num_blocks * blocks.block_size}; give the engine more memory "
                 "(max_kv_cache_bytes) or shorten the document."
             )
-        blocks.allocate(seq)
-        seq.status = SequenceStatus.PREFILLING
-        reset_peak(self.device)
-        stats = RequestStats(
-            num_prompt_tokens=len(prompt),
-            num_cached_tokens=seq.num_cached_tokens,
-            attention_backend=self.attention_backend,
-            device=str(self.device),
-            request_id=request_id,
-        )
-        return seq, stats
+        return prompt
 
-    def _decode(
-        self,
-        seq: Sequence,
-        stats: RequestStats,
-        placement: Placement,
-        logits: torch.Tensor,
-        params: SamplingParams,
-        on_token: TokenCallback | None,
-    ) -> GenerationResult:
-        seq.status = SequenceStatus.DECODING
-        started = time.perf_counter()
-        generator = make_generator(params, self.config.seed)
-        stop_ids = set(params.stop_token_ids) | self._eos_ids
-        max_new_tokens = min(params.max_new_tokens, self.max_model_len - seq.num_tokens)
-        generated: list[int] = []
-        text, finish_reason = "", "length"
-        while True:
-            token_id = sample(logits, params, generator)
-            if token_id in stop_ids:
-                finish_reason = "stop"
-                break
-            generated.append(token_id)
-            seq.append_token(token_id)
-            new_text = self.tokenizer.decode(generated, skip_special_tokens=True)
-            delta = ""
-            if not new_text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
-                delta, text = new_text[len(text) :], new_text
-            if on_token is not None:
-                on_token(token_id, delta)
-            stop_at = _first_stop(text, params.stop_strings)
-            if stop_at is not None:
-                text, finish_reason = text[:stop_at], "stop"
-                break
-            if len(generated) >= max_new_tokens or not placement.blocks.can_append(seq):
-                break
-            placement.blocks.append_slot(seq)
-            logits = placement.runner.forward([token_id], seq.num_tokens - 1, seq.block_table)[-1]
-            placement.blocks.commit_computed(seq, seq.num_tokens)
-        text = (
-            self.tokenizer.decode(generated, skip_special_tokens=True)
-            if finish_reason == "length"
-            else text
-        )
-        seq.status = SequenceStatus.FINISHED
-        stats.num_decode_tokens = len(generated)
-        stats.decode_seconds = time.perf_counter() - started
-        stats.finish_reason = finish_reason
-        return GenerationResult(generated, text, finish_reason, stats)
+    def _run_until_done(self, request_ids: list[int]) -> list[GenerationResult]:
+        pending = set(request_ids)
+        results: dict[int, GenerationResult] = {}
+        while pending:
+            wait = self.wait_time()
+            if wait > 0:
+                time.sleep(wait)
+            for result in self.step():
+                results[result.request_id] = result
+                pending.discard(result.request_id)
+            if pending and not self.has_unfinished_requests():
+                raise EngineError("The engine lost track of a request; this is a bug.")
+        return [results[request_id] for request_id in request_ids]
 
-    # ---- placements -----------------------------------------------------------------------
+    def _placements(self) -> list[Placement]:
+        return [self._main] if self._cpu_placement is None else [self._main, self._cpu_placement]
 
-    def _build_placement(
-        self,
-        device: torch.device,
-        dtype: torch.dtype,
-        backend_name: str,
-        state_dict: Mapping[str, torch.Tensor] | None = None,
-    ) -> Placement:
-        config = self.config
-        model, args = load_model(
-            self.checkpoint_dir, device=device, dtype=dtype, state_dict=state_dict
-        )
-        shape = ModelShape(
-            num_layers=args.num_layers,
-            hidden_size=args.hidden_size,
-            intermediate_size=args.intermediate_size,
-            num_heads=args.num_heads,
-            num_kv_heads=args.num_kv_heads,
-            head_dim=args.head_dim,
-            vocab_size=args.vocab_size,
-        )
-        dtype_bytes = torch.tensor([], dtype=dtype).element_size()
-        num_blocks = plan_num_blocks(
-            shape=shape,
-            dtype_bytes=dtype_bytes,
-            block_size=config.block_size,
-            max_model_len=config.max_model_len or args.max_position_embeddings,
-            free_bytes=free_bytes(device),
-            max_kv_cache_bytes=config.max_kv_cache_bytes,
-            memory_fraction=config.kv_cache_memory_fraction,
-            is_cpu=device.type == "cpu",
-        )
-        if num_blocks < 1:
-            raise EngineError(
-                f"No room for a KV cache on {device}: not even one block of "
-                f"{config.block_size} tokens fits; raise max_kv_cache_bytes or free memory."
-            )
-        kv_cache = KVCache(
-            shape, num_blocks=num_blocks, block_size=config.block_size, dtype=dtype, device=device
-        )
-        if device.type == "cpu":
-            model.use_matmul(cpu_linear_fn(dtype), mlp_max_rows=CPU_MLP_MAX_ROWS)
-        backend = select_backend(
-            backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
-        )
-        if config.compile and device.type == "cuda":
-            model.compile_layers()
-        runner = ModelRunner(model, kv_cache, backend, device)
-        blocks = BlockManager(num_blocks, config.block_size, config.enable_prefix_cache)
-        return Placement(runner, blocks, shape, dtype_bytes)
+    def _process_text(self) -> list[GenerationResult]:
+        """Text of the tokens taken so far; the results of the requests that are done."""
+        finished: list[GenerationResult] = []
+        interrupt: BaseException | None = None
+        pending = dict(self._text_pending)
+        self._text_pending.clear()  # the same dict: the pipelines fill it
+        for request in pending.values():
+            was_finished = request.is_finished
+            try:
+                request.process_text()
+            except BaseException as exc:  # the token callback
+                request.error, request.finish_reason = exc, FINISH_ABORT
+                if not isinstance(exc, Exception):
+                    interrupt = exc
+            if not request.is_finished:
+                continue
+            if not was_finished:  # ended by a stop string or a loop: still scheduled
+                request.placement.scheduler.abort(request.request_id)
+                request.stats.peak_memory_bytes = peak_bytes(request.placement.device)
+            finished.append(request.result())
+            del self._requests[request.request_id]
+        if interrupt is not None:
+            raise interrupt
+        return finished
 
-    def _cpu(self) -> Placement:
+    def _on_out_of_memory(self, placement: Placement, step: Step) -> None:
+        if placement.scheduler.on_out_of_memory():
+            for chunk in step.chunks:
+                if not chunk.is_decode:
+                    self._requests[chunk.seq.request_id].stats.record_fallback(
+                        FALLBACK_OOM_HALVED,
+                        {"at_token": chunk.start, "budget": placement.scheduler.budget},
+                    )
+            return
+        apply_oom_policy(self, placement, step)
+
+    def _collect_failed(self) -> list[GenerationResult]:
+        """Requests that an out-of-memory policy failed (they are out of every scheduler)."""
+        failed = [r for r in self._requests.values() if r.error is not None and r.is_finished]
+        for request in failed:
+            del self._requests[request.request_id]
+        return [request.result() for request in failed]
+
+    def cpu_placement(self) -> Placement:
         """A CPU copy of the model for oom_policy 'cpu', loaded on first use (fp32)."""
         if self._cpu_placement is None:
-            self._cpu_placement = self._build_placement(torch.device("cpu"), torch.float32, "auto")
+            self._cpu_placement = build_placement(
+                CPU,
+                self.config,
+                self.checkpoint_dir,
+                torch.device("cpu"),
+                torch.float32,
+                "auto",
+                max_model_len=self.config.max_model_len,
+            )
+            self._add_pipeline(self._cpu_placement)
         return self._cpu_placement
+
+    def _add_pipeline(self, placement: Placement) -> None:
+        self._pipelines[placement.name] = StepPipeline(
+            placement,
+            self._requests,
+            self._text_pending,
+            is_async=self.config.async_scheduling,
+            on_out_of_memory=self._on_out_of_memory,
+            fault_injector=self._fault_injector,
+        )
+
+    def request_of(self, seq: Sequence) -> Request:
+        return self._requests[seq.request_id]
+
+    def out_of_memory_error(self, placement: Placement, seq: Sequence) -> OutOfMemoryError:
+        return OutOfMemoryError(
+            f"Out of device memory at prompt token {seq.num_computed_tokens} of "
+            f"{seq.num_tokens}, even with steps of {placement.scheduler.budget} tokens "
+            f"(min_chunk_size {self.config.min_chunk_size}); free memory, shorten the document, "
+            "or set oom_policy to 'truncate' or 'cpu'."
+        )
+
+
+def _indexed(on_token: Callable[[int, int, str], None], index: int) -> TokenCallback:
+    return lambda token_id, delta: on_token(index, token_id, delta)
 
 
 def _resolve_device(name: str) -> torch.device:
@@ -292,6 +418,15 @@ def _resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return _DTYPES[name]
 
 
+def _special_token_strings(tokenizer: Any) -> tuple[str, ...]:
+    """Every special token's text, longest first (so <|im_start|> goes before <|im|>)."""
+    found = set(getattr(tokenizer, "all_special_tokens", ()) or ())
+    for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
+        if getattr(token, "special", False):
+            found.add(str(token.content))
+    return tuple(sorted((t for t in found if len(t) > 1), key=len, reverse=True))
+
+
 def _eos_token_ids(folder: Path, tokenizer: Any) -> set[int]:
     """End-of-sequence ids from the tokenizer, config.json and generation_config.json."""
     ids: set[int] = set()
@@ -303,8 +438,3 @@ def _eos_token_ids(folder: Path, tokenizer: Any) -> set[int]:
             value = json.loads(path.read_text()).get("eos_token_id")
             ids.update([value] if isinstance(value, int) else (value or []))
     return ids
-
-
-def _first_stop(text: str, stop_strings: tuple[str, ...]) -> int | None:
-    positions = [text.find(s) for s in stop_strings if s in text]
-    return min(positions) if positions else None

@@ -4,6 +4,10 @@ While blocks are allocated, counters (in tokens) satisfy
     0 <= num_cached_tokens <= num_computed_tokens <= num_tokens
 num_cached_tokens is set once by BlockManager.allocate (tokens reused from the prefix cache);
 num_computed_tokens grows as the engine writes KV (BlockManager.commit_computed).
+
+A sampled token whose value is still on the device (the engine runs one step ahead of what it has
+read back) is held as PLACEHOLDER_TOKEN_ID at its position; the engine writes the real id there
+once it has it. Only the last one or two tokens of a running sequence can be placeholders.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+PLACEHOLDER_TOKEN_ID = -1
+
 
 class SequenceStatus(Enum):
-    WAITING = "waiting"
-    PREFILLING = "prefilling"
-    DECODING = "decoding"
+    WAITING = "waiting"  # queued, or preempted (its KV freed) and queued again
+    RUNNING = "running"  # holds KV blocks; prefilling or decoding
     FINISHED = "finished"
 
 
@@ -38,6 +43,15 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     block_size: int = 16
     block_hashes: list[int] = field(default_factory=list)
+    # Scheduling: a higher priority is served first; among equals, the earlier arrival.
+    priority: int = 0
+    arrival_time: float = 0.0
+    num_preemptions: int = 0
+    # At most this many prompt tokens per step (None: the step budget decides); tests, benchmarks.
+    max_chunk_tokens: int | None = None
+    # The request ends once it has generated this many tokens (None: no limit known here); a
+    # sequence that has them, the last maybe still a placeholder, is not scheduled again.
+    max_completion_tokens: int | None = None
 
     def __post_init__(self) -> None:
         self.token_ids = list(self.token_ids)
@@ -85,8 +99,24 @@ class Sequence:
         return self.num_tokens - self.num_computed_tokens
 
     @property
-    def is_finished(self) -> bool:
-        return self.status is SequenceStatus.FINISHED
+    def is_decoding(self) -> bool:
+        """Generating: only the last sampled token's KV is missing (one query per step)."""
+        return self.num_completion_tokens > 0 and self.num_uncomputed_tokens == 1
+
+    @property
+    def num_known_tokens(self) -> int:
+        """Tokens whose ids the host has: all but the trailing placeholders."""
+        count = len(self.token_ids)
+        while count and self.token_ids[count - 1] == PLACEHOLDER_TOKEN_ID:
+            count -= 1
+        return count
+
+    @property
+    def has_all_completion_tokens(self) -> bool:
+        return (
+            self.max_completion_tokens is not None
+            and self.num_completion_tokens >= self.max_completion_tokens
+        )
 
     def block_token_ids(self, block_index: int) -> list[int]:
         """Token ids held by block number block_index of this sequence."""

@@ -24,7 +24,20 @@ class RequestStats:
     attention_backend: str = ""
     device: str = ""
     request_id: int | None = None
-    finish_reason: str | None = None  # e.g. "stop", "length", "truncated"
+    # Serving: seconds from arrival to admission and to the first token (after the GPU
+    # finished), the gaps between tokens, how often the request was preempted.
+    queue_seconds: float = 0.0
+    time_to_first_token_seconds: float | None = None
+    inter_token_latency_p50_seconds: float | None = None
+    inter_token_latency_p99_seconds: float | None = None
+    num_preemptions: int = 0
+    num_loop_tokens_dropped: int = 0
+    # The KV cache's blocks in use and free when the request's first token came (its prompt's
+    # blocks held): the pool's state as a serving dashboard shows it. None: never got that far.
+    num_kv_blocks_used: int | None = None
+    num_kv_blocks_free: int | None = None
+    finish_reason: str | None = None  # "stop", "length", "loop" or "abort"
+    loop: dict[str, Any] | None = None  # the loop detector's finding (Loop.to_dict())
 
     @property
     def num_computed_prompt_tokens(self) -> int:
@@ -39,6 +52,13 @@ class RequestStats:
         if self.prefill_seconds <= 0:
             return 0.0
         return self.num_computed_prompt_tokens / self.prefill_seconds
+
+    def set_inter_token_latencies(self, gaps: list[float]) -> None:
+        if not gaps:
+            return
+        ordered = sorted(gaps)
+        self.inter_token_latency_p50_seconds = _percentile(ordered, 0.50)
+        self.inter_token_latency_p99_seconds = _percentile(ordered, 0.99)
 
     def record_fallback(self, kind: str, detail: Any = None) -> None:
         if not kind:
@@ -62,7 +82,22 @@ class RequestStats:
             "attention_backend": self.attention_backend,
             "device": self.device,
             "finish_reason": self.finish_reason,
+            "queue_seconds": self.queue_seconds,
+            "time_to_first_token_seconds": self.time_to_first_token_seconds,
+            "inter_token_latency_p50_seconds": self.inter_token_latency_p50_seconds,
+            "inter_token_latency_p99_seconds": self.inter_token_latency_p99_seconds,
+            "num_preemptions": self.num_preemptions,
+            "num_loop_tokens_dropped": self.num_loop_tokens_dropped,
+            "num_kv_blocks_used": self.num_kv_blocks_used,
+            "num_kv_blocks_free": self.num_kv_blocks_free,
+            "loop": _json_safe(self.loop),
         }
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of sorted values."""
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
 
 
 def _json_safe(value: Any) -> Any:

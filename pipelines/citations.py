@@ -38,6 +38,11 @@ def parse_citations(text: str) -> list[int]:
     return pages
 
 
+def remove_citations(text: str) -> str:
+    """`text` with each citation blanked out by as many spaces, so offsets stay the same."""
+    return _CITATION.sub(lambda match: " " * len(match.group(0)), text)
+
+
 def keep_pages(pages: Iterable[int], allowed: Collection[int]) -> list[int]:
     """`pages` that are in `allowed` (the pages of the document or of the passages given)."""
     return [page for page in pages if page in allowed]

@@ -10,6 +10,17 @@ import re
 from collections.abc import Iterable
 
 from pipelines.documents import PageText
+from pipelines.kinds import (
+    CONTRACT,
+    GUIDELINE,
+    LABEL,
+    LEGAL,
+    MEDICAL,
+    OPINION,
+    OTHER,
+    PAPER,
+    SUBKINDS,
+)
 
 _LEGAL_CUES = {
     "agreement": 1.0,
@@ -86,7 +97,101 @@ def guess_kind(pages: Iterable[PageText]) -> str:
     num_words = max(1, len(_WORD.findall(text)))
     legal = _score(text, _LEGAL_CUES) * 1000 / num_words
     medical = _score(text, _MEDICAL_CUES) * 1000 / num_words
-    best, score = max((("legal", legal), ("medical", medical)), key=lambda item: item[1])
+    best, score = max(((LEGAL, legal), (MEDICAL, medical)), key=lambda item: item[1])
     if score < _MIN_SCORE_PER_1000_WORDS:
-        return "other"
+        return OTHER
     return best
+
+
+# Sub-kinds: which key-fact schema a document gets. Cues are phrases that mark the genre's
+# structure (a contract's recitals, an opinion's caption and disposition, a label's sections, a
+# guideline's recommendations, a paper's abstract and methods), not any subject matter.
+_SUBKIND_CUES: dict[str, dict[str, float]] = {
+    CONTRACT: {
+        "agreement": 1.0,
+        "hereto": 2.0,
+        "hereunder": 2.0,
+        "hereinafter": 2.0,
+        "whereas": 2.0,
+        "witnesseth": 3.0,
+        "in witness whereof": 3.0,
+        "licensee": 1.0,
+        "licensor": 1.0,
+        "shall": 0.3,
+        "party": 0.5,
+        "parties": 0.5,
+    },
+    OPINION: {
+        "plaintiff": 1.5,
+        "plaintiffs": 1.5,
+        "defendant": 1.5,
+        "defendants": 1.5,
+        "appellant": 2.0,
+        "appellee": 2.0,
+        "petitioner": 2.0,
+        "respondent": 2.0,
+        "affirmed": 2.0,
+        "reversed": 2.0,
+        "remanded": 2.0,
+        "we hold": 3.0,
+        "the court": 0.5,
+        "judge": 1.0,
+        "justice": 1.0,
+        "certiorari": 3.0,
+        "opinion of the court": 3.0,
+        "trial court": 2.0,
+        "v.": 0.5,
+    },
+    LABEL: {
+        "indications and usage": 4.0,
+        "dosage and administration": 4.0,
+        "contraindications": 2.0,
+        "warnings and precautions": 4.0,
+        "adverse reactions": 2.0,
+        "drug facts": 4.0,
+        "active ingredient": 3.0,
+        "how supplied": 3.0,
+        "overdosage": 3.0,
+        "prescribing information": 3.0,
+        "directions": 1.0,
+        "tablets": 0.5,
+    },
+    GUIDELINE: {
+        "guideline": 2.0,
+        "recommendation": 2.0,
+        "recommendations": 2.0,
+        "should be offered": 3.0,
+        "offer": 0.5,
+        "consider": 0.5,
+        "committee": 1.0,
+        "evidence review": 3.0,
+        "guidance": 1.5,
+    },
+    PAPER: {
+        "abstract": 2.0,
+        "methods": 2.0,
+        "results": 1.0,
+        "conclusions": 1.5,
+        "participants": 1.5,
+        "randomized": 1.0,
+        "randomised": 1.0,
+        "confidence interval": 2.0,
+        "et al": 2.0,
+        "references": 1.5,
+        "doi": 1.0,
+        "p <": 1.0,
+        "study": 0.5,
+    },
+}
+
+
+def guess_subkind(kind: str, pages: Iterable[PageText]) -> str:
+    """The genre inside a kind, for the key-fact schema: "contract" or "opinion" for "legal",
+    "label", "guideline" or "paper" for "medical", else "other". The sub-kind whose cues weigh
+    most wins; a tie (no cues at all) takes the first, the more common upload."""
+    choices = SUBKINDS.get(kind)
+    if not choices:
+        return OTHER
+    text = "\n".join(page.text for page in pages).lower()
+    scores = [(_score(text, _SUBKIND_CUES[choice]), -i, choice) for i, choice in enumerate(choices)]
+    return max(scores)[2]

@@ -8,12 +8,36 @@ from dataclasses import dataclass
 PAGE_SEPARATOR = "\n\n"
 
 
+# Where a page's text came from.
+TEXT_LAYER = "text_layer"
+OCR = "ocr"
+
+
 @dataclass(frozen=True)
 class PageText:
-    """One page's cleaned text. `number` counts from 1, as printed page citations do."""
+    """One page's cleaned text. `number` counts from 1, as printed page citations do.
+
+    `source` is TEXT_LAYER or OCR; `ocr_confidence` is the OCR's mean confidence per character
+    (0 to 1) on an OCR'd page, None on a text-layer page.
+    """
 
     number: int
     text: str
+    source: str = TEXT_LAYER
+    ocr_confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class RedactionBox:
+    """A dark box drawn over characters that are still in the file (pipelines/redactions.py):
+    its page, its corners in PDF points (origin bottom left) and how many characters it hides."""
+
+    page: int
+    left: float
+    bottom: float
+    right: float
+    top: float
+    num_chars: int
 
 
 @dataclass(frozen=True)
@@ -21,6 +45,13 @@ class ParsedDocument:
     title: str | None
     pages: tuple[PageText, ...]
     was_encrypted: bool = False
+    redactions: tuple[RedactionBox, ...] = ()
+    # Whether the characters under `redactions` were removed from the pages' text (the default).
+    is_hidden_text_removed: bool = True
+
+    @property
+    def ocr_pages(self) -> tuple[int, ...]:
+        return tuple(page.number for page in self.pages if page.source == OCR)
 
     @property
     def num_pages(self) -> int:

@@ -41,6 +41,19 @@ class TooManyPagesError(DocumentError):
     code = "too_many_pages"
 
 
+class TooMuchTextError(DocumentError):
+    """A page or the whole document gives more text than the caps (pipelines/text_caps.py)."""
+
+    code = "too_much_text"
+
+
+class TooComplexError(DocumentError):
+    """pypdf stopped at one of its own safety limits (a stream that inflates past 75 MB, a loop
+    in the page tree, an array of more than 100,000 items)."""
+
+    code = "too_complex"
+
+
 class ParseTimeoutError(DocumentError):
     code = "parse_timeout"
 
@@ -53,3 +66,15 @@ class ContextTooSmallError(DocumentError):
     """The model's context window cannot hold even the smallest prompt the pipeline must send."""
 
     code = "context_too_small"
+
+
+class OcrUnavailableError(DocumentError):
+    """The OCR package or its models are not installed: scanned pages cannot be read."""
+
+    code = "ocr_unavailable"
+
+
+class OcrModelDownloadError(DocumentError):
+    """The OCR package tried to fetch a model from the internet; LongDoc never lets it."""
+
+    code = "ocr_model_download"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from pipelines.documents import PageText, Passage
-
-KINDS = ("legal", "medical", "other")
+from pipelines.kinds import KINDS
+from pipelines.vectors import PassageVectors
 
 
 @dataclass(frozen=True)
@@ -15,12 +18,17 @@ class DocumentInput:
 
     `kind` is "legal" (contracts and court opinions), "medical" or "other". `passages` are those
     split from `pages` (pipelines.split), in order; they may be empty only when the text is.
+    `passage_embeddings` are the passages' vectors (pipelines.vectors.PassageVectors, one
+    embedding model's; a [len(passages), D] array is taken as one vector per passage), or None
+    when the document has none (retrieval is then BM25 alone).
     """
 
     title: str | None
     kind: str
     pages: tuple[PageText, ...]
     passages: tuple[Passage, ...]
+    # Left out of == and hash: an array has neither, and the vectors follow from the passages.
+    passage_embeddings: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -30,6 +38,16 @@ class DocumentInput:
         # Tuples keep the input hashable and immutable even when lists are passed in.
         object.__setattr__(self, "pages", tuple(self.pages))
         object.__setattr__(self, "passages", tuple(self.passages))
+        vectors = self.passage_embeddings
+        if vectors is not None:
+            if not isinstance(vectors, PassageVectors):
+                vectors = PassageVectors.one_per_passage(np.asarray(vectors, dtype=np.float32))
+            if vectors.num_passages != len(self.passages):
+                raise ValueError(
+                    f"passage_embeddings cover {vectors.num_passages} passages, "
+                    f"not {len(self.passages)}"
+                )
+            object.__setattr__(self, "passage_embeddings", vectors)
 
     @property
     def page_numbers(self) -> tuple[int, ...]:

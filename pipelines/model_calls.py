@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.protocols import ChatModel, ProgressCallback
+from pipelines.protocols import ChatModel, ProgressCallback, TokenProgressCallback
 
 # Per-call stats that add up over the calls of one summary or answer.
 _SUMMED = (
@@ -70,17 +70,51 @@ class CallLog:
         *,
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
+        on_tokens: TokenProgressCallback | None = None,
     ) -> str:
         """The model's text for `messages`; `step` names the call in the stats ("section", ...)."""
-        completion = self.model.complete(
-            messages, max_new_tokens=max_new_tokens, on_progress=on_progress
-        )
-        text, dropped = drop_repeated_sentences(completion.text)
-        call = dict(completion.stats or {})
-        call["step"] = step
-        call["num_repeated_sentences_dropped"] = dropped
-        self.calls.append(call)
+        (text,) = self.run_many(
+            step, [messages], max_new_tokens=max_new_tokens, on_progress=on_progress,
+            on_tokens=on_tokens,
+        )  # fmt: skip
         return text
+
+    def run_many(
+        self,
+        step: str | Sequence[str],
+        conversations: Sequence[Sequence[dict[str, str]]],
+        *,
+        max_new_tokens: int,
+        on_progress: ProgressCallback | None = None,
+        on_tokens: TokenProgressCallback | None = None,
+    ) -> list[str]:
+        """The model's texts for independent prompts, run together where the model batches;
+        `step` names every call, or each one."""
+        if not conversations:
+            return []
+        many = getattr(self.model, "complete_many", None)
+        if many is not None:
+            completions = many(
+                conversations, max_new_tokens=max_new_tokens, on_progress=on_progress,
+                on_tokens=on_tokens,
+            )  # fmt: skip
+        else:  # a model without batching
+            completions = [
+                self.model.complete(
+                    m, max_new_tokens=max_new_tokens, on_progress=on_progress, on_tokens=on_tokens
+                )
+                for m in conversations
+            ]
+        steps = [step] * len(completions) if isinstance(step, str) else list(step)
+        texts = []
+        for completion, name in zip(completions, steps, strict=True):
+            text, dropped = drop_repeated_sentences(completion.text)
+            call = dict(completion.stats or {})
+            call["step"] = name
+            call["num_repeated_sentences_dropped"] = dropped
+            self.calls.append(call)
+            texts.append(text)
+        return texts
 
     def stats(self) -> dict[str, Any]:
         """Totals over the calls (tokens, seconds, prefill chunks), the peak memory, every call."""

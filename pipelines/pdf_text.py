@@ -43,6 +43,9 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from pypdf import PdfReader
+from pypdf.errors import LimitReachedError
+
+from pipelines.text_caps import TextBudget, is_cap_reached
 
 logger = logging.getLogger(__name__)
 
@@ -102,20 +105,39 @@ def quiet_pypdf() -> Iterator[None]:
         pypdf_logger.setLevel(level)
 
 
-def extract_page_texts(reader: PdfReader) -> tuple[list[str], int]:
-    """Each page's raw text, and how many pages failed: a page pypdf fails on stays empty."""
+def extract_page_texts(
+    reader: PdfReader, budget: TextBudget | None = None
+) -> tuple[list[str], list[int]]:
+    """Each page's raw text, and the numbers of the pages pypdf failed on (they stay empty).
+
+    With a `budget`, extraction stops with TooMuchTextError as soon as a page or the document
+    gives more text than it allows (pipelines/text_caps.py). pypdf's own safety limits
+    (LimitReachedError) fail the document, not the page: they mean the file is abusive.
+    """
     texts: list[str] = []
-    num_failed = 0
-    for page in reader.pages:
+    failed_pages: list[int] = []
+    for number, page in enumerate(reader.pages, start=1):
         try:
-            texts.append(page.extract_text())
-        except MemoryError:
+            if budget is None:
+                texts.append(page.extract_text())
+                continue
+            budget.start_page(number)
+            text = page.extract_text(
+                visitor_operand_before=budget.visit_operator, visitor_text=budget.visit_text
+            )
+            budget.end_page(text)
+            texts.append(text)
+        except (MemoryError, LimitReachedError):
             raise
-        except Exception as error:
-            logger.info("page %d unreadable: %s", len(texts) + 1, type(error).__name__)
+        except BaseException as error:
+            if budget is not None and is_cap_reached(error):
+                raise budget.refusal() from None
+            if not isinstance(error, Exception):
+                raise
+            logger.info("page %d unreadable: %s", number, type(error).__name__)
             texts.append("")
-            num_failed += 1
-    return texts, num_failed
+            failed_pages.append(number)
+    return texts, failed_pages
 
 
 def normalize_chars(text: str) -> str:

@@ -15,10 +15,11 @@ The "[p. N]" markers are also what lets the model cite pages in the same form.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipelines import kinds
+from pipelines.classify import guess_subkind
 from pipelines.documents import PageText, Passage, document_text, page_spans
 
 SYSTEM_PROMPT = (
@@ -47,7 +48,17 @@ CONTRACT = Template(
     "contract",
     ("parties", "term", "obligations", "payment", "termination", "governing law"),
 )
-COURT_OPINION = Template("court_opinion", "court opinion", ("question", "holding", "reasoning"))
+COURT_OPINION = Template(
+    "court_opinion",
+    "court opinion",
+    (
+        "the court",
+        "the parties",
+        "the question decided",
+        "the outcome (affirmed, reversed or dismissed)",
+        "the reasoning",
+    ),
+)
 MEDICAL = Template(
     "medical",
     "medical document",
@@ -56,57 +67,16 @@ MEDICAL = Template(
 GENERAL = Template("general", "document", ("purpose", "main points", "conclusions"))
 TEMPLATES = {t.name: t for t in (CONTRACT, COURT_OPINION, MEDICAL, GENERAL)}
 
-_COURT_CUES = (
-    "plaintiff",
-    "defendant",
-    "appellant",
-    "appellee",
-    "petitioner",
-    "respondent",
-    "court",
-    "opinion",
-    "held",
-    "affirmed",
-    "reversed",
-    "remanded",
-    "judgment",
-)
-_CONTRACT_CUES = (
-    "agreement",
-    "party",
-    "parties",
-    "hereto",
-    "hereunder",
-    "hereinafter",
-    "whereas",
-    "shall",
-    "licensee",
-    "licensor",
-    "term",
-    "terminate",
-)
-
-
-def _count_cues(text: str, cues: Sequence[str]) -> int:
-    words = re.findall(r"[a-z]+", text.lower())
-    wanted = set(cues)
-    return sum(1 for word in words if word in wanted)
-
 
 def choose_template(kind: str, pages: Sequence[PageText]) -> Template:
-    """The template for a document: by kind, and for "legal" by cue words, opinion vs contract.
-
-    "legal" covers both contracts and court opinions; the one whose cue words occur more often
-    wins, and a tie (including no cues at all) means contract, the more common upload.
-    """
-    if kind == "medical":
+    """The template for a document: by kind, and for "legal" by its sub-kind, opinion or
+    contract (pipelines/classify.py's guess, the one that picks its key-fact schema too; no
+    cues at all means contract, the more common upload)."""
+    if kind == kinds.MEDICAL:
         return MEDICAL
-    if kind != "legal":
+    if kind != kinds.LEGAL:
         return GENERAL
-    text = document_text(pages)
-    court = _count_cues(text, _COURT_CUES)
-    contract = _count_cues(text, _CONTRACT_CUES)
-    return COURT_OPINION if court > contract else CONTRACT
+    return COURT_OPINION if guess_subkind(kind, pages) == kinds.OPINION else CONTRACT
 
 
 def page_label(first_page: int, last_page: int) -> str:
@@ -198,6 +168,18 @@ def combine_messages(
         "Keep the page citations [p. N]. Do not add facts that are not in the summaries."
     )
     return _messages(header + "\n\n" + "\n\n".join(lines) + TASK_SEPARATOR + task)
+
+
+def summary_task_text(template: Template) -> str:
+    """Every instruction the summary path gives the model for `template` (system prompt, the
+    one-pass, section and combine tasks), without any document text: a summary sentence made
+    only of these words repeats the instructions (pipelines.summary_support)."""
+    conversations = [
+        summary_messages("", template),
+        section_messages("", template, 1, 2),
+        combine_messages(None, template, []),
+    ]
+    return "\n".join(m["content"] for messages in conversations for m in messages)
 
 
 def question_messages(block: str, question: str) -> list[dict[str, str]]:

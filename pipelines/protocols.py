@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class TokenCounter(Protocol):
@@ -21,6 +21,12 @@ class Completion(Protocol):
 
 class ProgressCallback(Protocol):
     def __call__(self, done_tokens: int, total_tokens: int, /) -> None: ...
+
+
+class TokenProgressCallback(Protocol):
+    """Tokens the model has written so far in a call, out of the most it may write."""
+
+    def __call__(self, written_tokens: int, max_tokens: int, /) -> None: ...
 
 
 class ChatModel(Protocol):
@@ -47,4 +53,29 @@ class ChatModel(Protocol):
         *,
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
+        on_tokens: TokenProgressCallback | None = None,
     ) -> Completion: ...
+
+    def complete_many(
+        self,
+        conversations: Sequence[Sequence[dict[str, str]]],
+        *,
+        max_new_tokens: int,
+        on_progress: ProgressCallback | None = None,
+        on_tokens: TokenProgressCallback | None = None,
+    ) -> list[Completion]:
+        """Independent prompts served together (the engine batches them); results in order."""
+        ...
+
+
+class Embedder(Protocol):
+    """A sentence-embedding model: texts in, one unit-length float32 row per text out
+    ([N, dimension] numpy array). The worker adapts a packaged model to this."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str], /) -> Any: ...

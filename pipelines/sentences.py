@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
 from nupunkt import PunktSentenceTokenizer
 from nupunkt.models import load_default_model
@@ -60,6 +61,9 @@ _LIST_MARKER = re.compile(r"\(?(?:\d{1,3}|[a-zA-Z]|[ivxlcdm]{1,6}|[IVXLCDM]{1,6}
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 
 
+_TOKENIZER_LOCK = threading.Lock()
+
+
 @functools.cache
 def _tokenizer() -> PunktSentenceTokenizer:
     # load_default_model() builds a fresh instance, so adding abbreviations here cannot leak into
@@ -78,9 +82,13 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     """
     spans: list[tuple[int, int]] = []
     tokenizer = _tokenizer()
-    for start, end in _paragraphs(text):
+    with _TOKENIZER_LOCK:  # one shared nupunkt model; the model worker's task threads share it
+        found_all = [
+            (start, list(tokenizer.spans(text[start:end], paragraph_breaks=False)))
+            for start, end in _paragraphs(text)
+        ]
+    for start, found in found_all:
         # nupunkt would join a blank line followed by a lowercase word; our paragraphs are trusted.
-        found = tokenizer.spans(text[start:end], paragraph_breaks=False)
         spans.extend((start + s, start + e) for s, e in found if s < e)
     return _cover(text, _join_list_markers(text, _join_never_final(text, spans)))
 

@@ -5,6 +5,13 @@ paragraph end inside it, unless that would leave it less than half full, and oth
 sentence end. Only a sentence that alone exceeds the budget is cut, at line breaks, then words,
 then characters, by langchain's RecursiveCharacterTextSplitter. Token counts come from the model's
 tokenizer in a few batched calls, and every passage's final count is measured, never estimated.
+
+A long document is split window by window (WINDOW_CHARS, each window ending at a paragraph break
+where there is one), so the working memory of splitting (sentences, their counts, the packing)
+is bounded by a window whatever the document's length; only the passages themselves grow with
+it. A passage never spans two windows, which matters only for documents past 2 * WINDOW_CHARS
+characters (some 150 pages): there, one passage in a few hundred ends at a paragraph break a
+little earlier than it would otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pipelines.documents import PAGE_SEPARATOR, PageText, Passage, document_text, page_spans
@@ -27,9 +34,11 @@ _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s*\Z")
 _CONTINUATION = " \n"
 # A full passage may end at a paragraph end only if that keeps it at least this full.
 _MIN_FILL_AT_PARAGRAPH_END = 0.5
+# Characters of the document text split at once; a text up to twice this is one window.
+WINDOW_CHARS = 250_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Unit:
     """A sentence, or a piece of one too long for a passage."""
 
@@ -60,29 +69,67 @@ def split_into_passages(
         raise ValueError(f"overlap_sentences must be at least 0, got {overlap_sentences}")
     pages = tuple(pages)
     text = document_text(pages)
-    units = _units(text, _continuation_view(pages), count_tokens, max_tokens)
+    view = _continuation_view(pages)
+    starts = [start for _, start, _ in page_spans(pages)]
+    numbers = [page.number for page in pages]
+    passages: list[Passage] = []
+    for lo, hi in _windows(view, WINDOW_CHARS):
+        spans = _split_window(text, view, lo, hi, count_tokens, max_tokens, overlap_sentences)
+        for start, end, num_tokens in spans:
+            passages.append(
+                Passage(
+                    ordinal=len(passages),
+                    first_page=numbers[bisect.bisect_right(starts, start) - 1],
+                    last_page=numbers[bisect.bisect_right(starts, end - 1) - 1],
+                    start_char=start,
+                    end_char=end,
+                    text=text[start:end],
+                    num_tokens=num_tokens,
+                )
+            )
+    return passages
+
+
+def _windows(view: str, size: int) -> Iterator[tuple[int, int]]:
+    """[lo, hi) ranges covering `view`, each at least `size` long but the last, at most 2 * size.
+
+    A window ends at the first blank line past `size` (sentences never cross one, so splitting
+    there changes no sentence), else at the last line break, else the last space, else anywhere.
+    """
+    lo = 0
+    while len(view) - lo > 2 * size:
+        limit = lo + 2 * size
+        blank = _BLANK_LINE.search(view, lo + size, limit)
+        if blank is not None:
+            hi = blank.start()
+        else:
+            hi = max(view.rfind("\n", lo + size, limit), view.rfind(" ", lo + size, limit))
+            hi = hi if hi > lo else limit
+        yield lo, hi
+        lo = hi
+    yield lo, len(view)
+
+
+def _split_window(
+    text: str,
+    view: str,
+    lo: int,
+    hi: int,
+    count_tokens: TokenCounter,
+    max_tokens: int,
+    overlap_sentences: int,
+) -> list[tuple[int, int, int]]:
+    """(start, end, tokens) of the passages of text[lo:hi], offsets into the whole text."""
+    units = _units(text, view, lo, hi, count_tokens, max_tokens)
     if not units:
         return []
     sizes = _Sizes(units, _gap_tokens(text, units, count_tokens))
     ranges = _pack(sizes, 0, len(units) - 1, max_tokens, overlap_sentences)
     ranges, counts = _enforce_budget(text, sizes, ranges, count_tokens, max_tokens)
-    starts = [start for _, start, _ in page_spans(pages)]
-    numbers = [page.number for page in pages]
-    passages = []
-    for ordinal, ((first, last), num_tokens) in enumerate(zip(ranges, counts, strict=True)):
-        start, end = units[first].start, units[last].end
-        passages.append(
-            Passage(
-                ordinal=ordinal,
-                first_page=numbers[bisect.bisect_right(starts, start) - 1],
-                last_page=numbers[bisect.bisect_right(starts, end - 1) - 1],
-                start_char=start,
-                end_char=end,
-                text=text[start:end],
-                num_tokens=num_tokens,
-            )
-        )
-    return passages
+    return [
+        (units[first].start, units[last].end, num_tokens)
+        for (first, last), num_tokens in zip(ranges, counts, strict=True)
+    ]
 
 
 def _continuation_view(pages: Sequence[PageText]) -> str:
@@ -101,8 +148,11 @@ def _continuation_view(pages: Sequence[PageText]) -> str:
     return "".join(parts)
 
 
-def _units(text: str, view: str, count_tokens: TokenCounter, max_tokens: int) -> list[_Unit]:
-    spans = split_sentences(view)
+def _units(
+    text: str, view: str, lo: int, hi: int, count_tokens: TokenCounter, max_tokens: int
+) -> list[_Unit]:
+    """The sentences of view[lo:hi] (pieces of those over budget), offsets into the whole text."""
+    spans = [(lo + start, lo + end) for start, end in split_sentences(view[lo:hi])]
     counts = count_tokens([text[start:end] for start, end in spans]) if spans else []
     too_long = [span for span, count in zip(spans, counts, strict=True) if count > max_tokens]
     pieces = iter(cut_long_sentences(text, too_long, count_tokens, max_tokens))

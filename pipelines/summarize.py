@@ -8,16 +8,21 @@ Hierarchical: the passages are cut into sections that fit (pipelines.sections), 
 summarized and labelled with its pages ("Pages 4-9: ..."), and the section summaries are
 combined. When they are too long to combine at once they are combined in groups, level by level,
 at most `max_combine_levels` levels deep. The result says which path was taken.
+
+Either way, every sentence of the final summary is then checked against the document
+(pipelines.summary_support): its quotes with their pages, and whether it is supported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.errors import ContextTooSmallError
+from pipelines.evidence import DocumentSentences
 from pipelines.inputs import DocumentInput
 from pipelines.model_calls import CallLog, fits
 from pipelines.prompts import (
@@ -29,13 +34,17 @@ from pipelines.prompts import (
     render_span,
     section_messages,
     summary_messages,
+    summary_task_text,
 )
-from pipelines.protocols import ChatModel
+from pipelines.protocols import ChatModel, Embedder
+from pipelines.ranking import PassageRanker
 from pipelines.sections import Section, cut_sections, halve
+from pipelines.summary_support import SentenceSupport, check_summary, counts
 
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
+WritingFn = Callable[["WritingProgress"], None]
 # Section budgets leave this many tokens spare for page labels and tokenizer differences.
 _SAFETY_TOKENS = 16
 _MIN_SECTION_NEW_TOKENS = 32
@@ -55,6 +64,21 @@ class SummaryResult:
     stats: dict[str, Any]
     template: str = ""
     section_summaries: list[str] = field(default_factory=list)
+    # Every sentence of `text` with its quotes and verdict (pipelines.summary_support).
+    sentence_support: list[SentenceSupport] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WritingProgress:
+    """How far the model has written: the tokens of the current step's calls against the most
+    they may write, and the model calls done of those planned so far (sections, then combine
+    calls; one for a one-pass summary). Steps: "summary", "sections", "combine"."""
+
+    step: str
+    written_tokens: int
+    max_tokens: int
+    num_calls_done: int
+    num_calls: int
 
 
 def summarize(
@@ -66,12 +90,18 @@ def summarize(
     max_section_tokens: int | None = None,
     max_combine_levels: int = 4,
     on_progress: ProgressFn | None = None,
+    on_writing: WritingFn | None = None,
+    index: PassageRanker | None = None,
+    embedder: Embedder | None = None,
 ) -> SummaryResult:
-    """Summarize `document` with `model`, choosing the template by the document's kind.
+    """Summarize `document` with `model`, choosing the template by the document's kind, then
+    check each sentence of the summary against the document (`index` ranks its passages for
+    that, `embedder` compares meanings: pipelines.summary_support).
 
     Progress: in one pass, `on_progress(done, total)` is the model's prefill progress in prompt
     tokens. Hierarchically it counts model calls: sections done, then combine calls, out of the
-    calls planned so far (the total grows if combining needs another level).
+    calls planned so far (the total grows if combining needs another level). `on_writing` gets
+    the tokens written while the model decodes (WritingProgress), in both paths.
     `section_max_new_tokens` bounds each section summary (default half of `max_new_tokens`);
     `max_section_tokens` caps a section's text below what the context would allow.
     """
@@ -84,21 +114,43 @@ def summarize(
     )
     if fits(model, messages, max_new_tokens):
         text = calls.run(
-            "summary", messages, max_new_tokens=max_new_tokens, on_progress=on_progress
+            "summary",
+            messages,
+            max_new_tokens=max_new_tokens,
+            on_progress=on_progress,
+            on_tokens=_Progress(None, total=1, on_writing=on_writing).writing("summary"),
         )
         logger.info("summary done: method=one_pass calls=%d", len(calls.calls))
-        return SummaryResult(text.strip(), "one_pass", 0, [], calls.stats(), template.name)
+        return _checked(
+            SummaryResult(text.strip(), "one_pass", 0, [], calls.stats(), template.name),
+            document, template, index, embedder,
+        )  # fmt: skip
     section_new = section_max_new_tokens or max(_MIN_SECTION_NEW_TOKENS, max_new_tokens // 2)
     sections = _fitting_sections(document, model, template, section_new, max_section_tokens)
-    progress = _Progress(on_progress, total=len(sections) + 1)
-    parts: list[tuple[int, int, str]] = []
-    for section in sections:
-        block = document_block(
-            document.title, render_span(document.pages, section.start_char, section.end_char)
+    progress = _Progress(on_progress, total=len(sections) + 1, on_writing=on_writing)
+    # Every section at once: the engine prefills and decodes them together.
+    conversations = [
+        section_messages(
+            document_block(
+                document.title, render_span(document.pages, section.start_char, section.end_char)
+            ),
+            template,
+            section.first_page,
+            section.last_page,
         )
-        messages = section_messages(block, template, section.first_page, section.last_page)
-        text = calls.run("section", messages, max_new_tokens=section_new)
-        parts.append((section.first_page, section.last_page, text.strip()))
+        for section in sections
+    ]
+    texts = calls.run_many(
+        "section",
+        conversations,
+        max_new_tokens=section_new,
+        on_tokens=progress.writing("sections"),
+    )
+    parts = [
+        (section.first_page, section.last_page, text.strip())
+        for section, text in zip(sections, texts, strict=True)
+    ]
+    for _ in sections:  # one call each, done together
         progress.step()
     text = _combine(
         document.title, template, parts, model, calls, progress,
@@ -108,7 +160,7 @@ def summarize(
     logger.info(
         "summary done: method=hierarchical sections=%d calls=%d", len(sections), len(calls.calls)
     )
-    return SummaryResult(
+    result = SummaryResult(
         text=text.strip(),
         method="hierarchical",
         num_sections=len(sections),
@@ -117,12 +169,48 @@ def summarize(
         template=template.name,
         section_summaries=[summary for _, _, summary in parts],
     )
+    return _checked(result, document, template, index, embedder)
+
+
+def _checked(
+    result: SummaryResult,
+    document: DocumentInput,
+    template: Template,
+    index: PassageRanker | None,
+    embedder: Embedder | None,
+) -> SummaryResult:
+    checked = check_summary(
+        result.text,
+        DocumentSentences(document.pages),
+        document.passages,
+        index=index,
+        embedder=embedder,
+        echo_of=summary_task_text(template),
+    )
+    stats = {**result.stats, **counts(checked)}
+    return dataclasses.replace(result, sentence_support=checked, stats=stats)
 
 
 class _Progress:
-    def __init__(self, callback: ProgressFn | None, total: int) -> None:
+    """Model calls done of those planned (on_progress), and tokens written (on_writing)."""
+
+    def __init__(
+        self, callback: ProgressFn | None, total: int, on_writing: WritingFn | None = None
+    ) -> None:
         self.callback, self.done, self.total = callback, 0, total
+        self.on_writing = on_writing
         self._report()
+
+    def writing(self, step: str) -> Callable[[int, int], None] | None:
+        """An on_tokens callback for the calls of `step`, or None when nobody listens."""
+        if self.on_writing is None:
+            return None
+        on_writing = self.on_writing
+
+        def on_tokens(written: int, limit: int) -> None:
+            on_writing(WritingProgress(step, written, limit, self.done, self.total))
+
+        return on_tokens
 
     def step(self) -> None:
         self.done += 1
@@ -198,7 +286,12 @@ def _combine(
     for level in range(max_levels + 1):
         messages = combine_messages(title, template, parts)
         if fits(model, messages, max_new_tokens):
-            text = calls.run("combine", messages, max_new_tokens=max_new_tokens)
+            text = calls.run(
+                "combine",
+                messages,
+                max_new_tokens=max_new_tokens,
+                on_tokens=progress.writing("combine"),
+            )
             progress.step()
             return text
         if level == max_levels or group_new_tokens < _MIN_GROUP_NEW_TOKENS:
@@ -208,17 +301,22 @@ def _combine(
             break
         merged = [group for group in groups if len(group) > 1]
         progress.add(len(merged))
+        # A level's groups at once.
+        texts = iter(
+            calls.run_many(
+                "combine_group",
+                [combine_messages(title, template, group) for group in merged],
+                max_new_tokens=group_new_tokens,
+                on_tokens=progress.writing("combine"),
+            )
+        )
         next_parts = []
         for group in groups:
             if len(group) == 1:
                 next_parts.append(group[0])
                 continue
-            text = calls.run(
-                "combine_group",
-                combine_messages(title, template, group),
-                max_new_tokens=group_new_tokens,
-            )
-            next_parts.append((group[0][0], max(last for _, last, _ in group), text.strip()))
+            next_parts.append((group[0][0], max(last for _, last, _ in group), next(texts).strip()))
+        for _ in merged:
             progress.step()
         parts = next_parts
     raise ContextTooSmallError(

@@ -16,6 +16,16 @@ from sqlalchemy.orm import Session
 
 from app.db.session import make_engine, session_factory
 from app.migrate import upgrade
+from worker.kernel_build import put_ninja_on_path
+
+# The CLI's rich console fixes its width from COLUMNS when app.cli is first imported; the caller's
+# terminal (CI exports COLUMNS=80) must not decide how the tests' tables wrap. Tests that need a
+# width set it themselves, at run time.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+# The tests build engines as the worker does, so the CPU attention kernel is built and tested
+# under `make test` too (.venv/bin/python, the environment not activated).
+put_ninja_on_path()
 
 POSTGRES_URL = os.environ.get(
     "LONGDOC_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

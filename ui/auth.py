@@ -14,6 +14,9 @@ import secrets
 import sys
 import time
 
+from ui import sign_in_limits as limits
+from ui import signed_in
+
 ALGORITHM = "pbkdf2_sha256"
 DEFAULT_ITERATIONS = 600_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
 # A wrong password costs the guesser this long on top of the hash itself.
@@ -51,7 +54,9 @@ def _unb64(text: str) -> bytes:
 def require_login(password_hash: str) -> bool:
     """Show the sign-in form unless this session has signed in. True when the page may render.
 
-    Streamlit is imported here, not at the top, so the hashing functions work without it.
+    Attempts are limited per client and for everyone, and hashing is bounded
+    (ui/sign_in_limits.py); a signed-in session may upload (ui/upload_gate.py). Streamlit is
+    imported here, not at the top, so the hashing functions work without it.
     """
     import streamlit as st
 
@@ -65,12 +70,44 @@ def require_login(password_hash: str) -> bool:
             password = st.text_input("Password", type="password")
             submitted = st.form_submit_button("Sign in", type="primary")
         if submitted:
-            if verify_password(password, password_hash):
+            sentence = _attempt(password, password_hash, _client_key())
+            if sentence is None:
                 st.session_state["is_signed_in"] = True
+                signed_in.add(_session_id())
                 st.rerun()
-            time.sleep(FAILURE_DELAY_S)
-            st.error("That password is not right.")
+            st.error(sentence)
     return False
+
+
+def _attempt(password: str, password_hash: str, client: str) -> str | None:
+    """None when the password is right; else the sentence to show."""
+    try:
+        limits.limiter.check(client)
+        with limits.limiter.hashing():
+            is_right = verify_password(password, password_hash)
+    except limits.SignInRefused as refused:
+        return str(refused)
+    if is_right:
+        limits.limiter.record_success(client)
+        return None
+    limits.limiter.record_failure(client)
+    time.sleep(FAILURE_DELAY_S)
+    return "That password is not right."
+
+
+def _client_key() -> str:
+    """The client's address; one key for every session on this machine (Streamlit gives no
+    address for loopback). Behind a reverse proxy every client shares the proxy's address."""
+    import streamlit as st
+
+    return st.context.ip_address or "this machine"
+
+
+def _session_id() -> str:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    context = get_script_run_ctx()
+    return context.session_id if context is not None else ""
 
 
 def main() -> None:

@@ -10,29 +10,38 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
-from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import metrics_export
 from app.db.session import database_unavailable, make_engine, sqlite_file
-from app.errors import AppError, DatabaseNotMigrated, InvalidSettings
+from app.display import display_name
+from app.errors import AppError, DatabaseNotMigrated
 from app.migrate import require_head
-from app.settings import Settings, get_settings
+from app.settings import Settings, load_settings
 
 DOCUMENT_PAGE = "views/document.py"
 UPLOAD_PAGE = "views/upload.py"
 LIBRARY_PAGE = "views/library.py"
 MONITORING_PAGE = "views/monitoring.py"
+SEARCH_PAGE = "views/search.py"
+COLLECTIONS_PAGE = "views/collections.py"
 
 
 def settings() -> Settings:
-    try:
-        return get_settings()
-    except ValidationError as error:
-        first = error.errors()[0]
-        name = "LONGDOC_" + str(first["loc"][0]).upper() if first["loc"] else "a LONGDOC_ setting"
-        raise InvalidSettings(f"Invalid setting {name}: {first['msg']}.") from None
+    return load_settings()
+
+
+def serve_metrics(settings: Settings) -> None:
+    """This Streamlit server's Prometheus metrics on LONGDOC_METRICS_PORT, started once."""
+    if settings.metrics_port is not None:
+        _metrics_exporter(settings.metrics_port)
+
+
+@st.cache_resource(show_spinner=False)
+def _metrics_exporter(port: int) -> int | None:
+    return metrics_export.start_exporter(settings(), port=port)
 
 
 @st.cache_resource(show_spinner=False)
@@ -87,5 +96,7 @@ _MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|<>~$:"
 
 
 def md_escape(text: str) -> str:
-    """User-given text (file names, titles) shown through Markdown as it is written."""
+    """User-given text (file names, titles) shown through Markdown as it is written, without
+    control or bidi characters (app/display.py)."""
+    text = display_name(text)
     return "".join(f"\\{char}" if char in _MARKDOWN_SPECIALS else char for char in text)

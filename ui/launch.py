@@ -15,7 +15,8 @@ from pathlib import Path
 
 from app.settings import get_settings
 
-APP_SCRIPT = Path(__file__).resolve().parent / "main.py"
+# The st.App that serves ui/main.py behind the upload gate (ui/asgi_app.py).
+APP_SCRIPT = Path(__file__).resolve().parent / "asgi_app.py"
 MIB = 1024 * 1024
 
 
@@ -48,6 +49,10 @@ def main(argv: list[str] | None = None) -> None:
     host = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
     print(f"LongDoc UI: open http://{host}:{port} in your browser.", flush=True)
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    # Set before numpy loads: the search query's encoder (app/query_encoder.py) multiplies a few
+    # rows at a time, where BLAS threads only contend (0.2-3 s a query on a loaded 2-core
+    # machine against 35-110 ms on one thread).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from streamlit.web import cli as streamlit_cli
 
     sys.argv = streamlit_argv(

@@ -29,6 +29,7 @@ try:
 except AppError as error:
     ctx.show_error(error)
     st.stop()
+ctx.serve_metrics(settings)
 
 if not require_login(settings.ui_password_hash):
     st.stop()
@@ -41,6 +42,8 @@ navigation = st.navigation(
             ),
             st.Page(ctx.UPLOAD_PAGE, title="Upload", icon=":material/upload_file:"),
             st.Page(ctx.DOCUMENT_PAGE, title="Document", icon=":material/description:"),
+            st.Page(ctx.SEARCH_PAGE, title="Search", icon=":material/search:"),
+            st.Page(ctx.COLLECTIONS_PAGE, title="Collections", icon=":material/folder_copy:"),
         ],
         "Engine": [
             st.Page(ctx.MONITORING_PAGE, title="Monitoring", icon=":material/monitoring:"),

@@ -6,10 +6,9 @@ import streamlit as st
 
 from app.db.models import JobKind, JobStatus
 from app.errors import AppError
-from app.services import dispatch, monitoring
+from app.services import dispatch, jobs, monitoring
 from app.settings import DEFAULT_MODEL
 from ui import context as ctx
-from ui.queries import job_counts
 
 STATUS_POLL_S = 5.0
 PING_CACHE_S = 10
@@ -41,7 +40,7 @@ def _status() -> None:
     try:
         device, backend = _engine_facts()
         with ctx.session() as db:
-            counts = job_counts(db)
+            counts = jobs.count_by_status(session=db)
     except AppError as error:
         st.error(str(error))
         return

@@ -1,8 +1,9 @@
 """`longdoc summarize`, `longdoc ask` and `longdoc jobs`: queue work by task name and follow it.
 
-A job's row is committed before its task is queued, so a worker that picks the task up at once
-finds the row. Waiting polls the row (stage, done of total) and shows it live; Ctrl-C stops only
-the waiting, never the job.
+Jobs are queued as the UI queues them (app.services.dispatch.queue_job): the row is committed
+before its task is sent, so a worker that picks the task up at once finds it, and a broker that
+is down fails the job with a sentence. Waiting polls the row (stage, done of total) and shows it
+live; Ctrl-C stops only the waiting, never the job.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from app.cli import cli, console, error_console, exit_on_error, load_settings, open_session
+from app.cli_collections import collection_or_fail, print_collection_answer
 from app.db.models import Job, JobKind, JobStatus
+from app.display import display_name
 from app.errors import AppError, NotFound
-from app.services import documents, jobs, results
+from app.services import collection_answers, collections, dispatch, documents, jobs, results
 from app.settings import Settings
-from worker.celery_app import make_celery, new_task_id, send_job
+from worker.cli_output import print_answer, print_summary
 
 POLL_INTERVAL_S = 0.5
 
@@ -32,10 +35,13 @@ class JobFailed(AppError):
 
 
 def _queue(settings: Settings, session: Session, job: Job) -> str:
-    """Give the job a task id, commit, then send the task by name."""
-    job.task_id = new_task_id()
-    session.commit()
-    return send_job(make_celery(settings), job.kind, job.id, job.task_id)
+    """Queue the job the way every client does (app.services.dispatch.queue_job): committed,
+    then sent by name. A broker that cannot be reached fails the job with a sentence, and the
+    command says so and exits 1."""
+    try:
+        return dispatch.queue_job(settings=settings, session=session, job=job)
+    except dispatch.BrokerUnavailable as error:
+        raise dispatch.BrokerUnavailable(f"Job {job.id} failed: {error}") from None
 
 
 def _document_or_fail(session: Session, document_id: int) -> None:
@@ -78,7 +84,7 @@ def summarize(
         with open_session(settings) as session:
             summary = results.get_summary_for_job(session=session, job_id=final.id)
             console.rule(f"Summary of document {final.document_id} ({summary.method.value})")
-            console.out(summary.text, highlight=False)
+            print_summary(console, summary)
 
 
 def _ingest_job(settings: Settings, session: Session, path: Path, *, then_summarize: bool) -> Job:
@@ -89,20 +95,52 @@ def _ingest_job(settings: Settings, session: Session, path: Path, *, then_summar
     stored = documents.store_file(
         files_dir=settings.files_dir, content_hash=content_hash, data=path
     )
-    params = {"path": str(stored), "file_name": path.name, "then_summarize": then_summarize}
-    return jobs.create_job(session=session, kind=JobKind.INGEST, params=params)
+    file_name = display_name(path.name)
+    params = jobs.IngestParams(file_name=file_name, path=str(stored), then_summarize=then_summarize)
+    return jobs.create_ingest_job(session=session, params=params)
 
 
 @cli.command()
 def ask(
-    document_id: Annotated[int, typer.Argument(help="The document's id (see `longdoc docs`).")],
-    question: Annotated[str, typer.Argument(help="The question, in quotes.")],
+    first: Annotated[
+        str,
+        typer.Argument(
+            metavar="[DOCUMENT_ID] QUESTION",
+            help="The document's id, then the question in quotes; with --collection, the "
+            "question alone.",
+        ),
+    ],
+    second: Annotated[str | None, typer.Argument(hidden=True)] = None,
+    collection: Annotated[
+        str | None, typer.Option(help="Ask this collection instead of one document.")
+    ] = None,
+    each: Annotated[
+        bool | None,
+        typer.Option(
+            "--each/--retrieve",
+            help="With --collection: answer for every document in a table, or from the best "
+            "passages across them (default: the question decides).",
+        ),
+    ] = None,
     wait: Annotated[
         bool, typer.Option("--wait/--no-wait", help="Follow the job, or queue it and return.")
     ] = True,
 ) -> None:
-    """Ask a question about a document; the answer cites its pages."""
+    """Ask a question about a document (or a collection); the answer cites its pages and
+    quotes its evidence."""
     with exit_on_error():
+        if collection is not None:
+            if second is not None:
+                raise typer.BadParameter(
+                    "with --collection give only the question", param_hint="QUESTION"
+                )
+            _ask_collection(collection, first, each=each, wait=wait)
+            return
+        if second is None or not first.isdigit():
+            raise typer.BadParameter(
+                "give a document id and a question (or --collection NAME)", param_hint="QUESTION"
+            )
+        document_id, question = int(first), second
         if not question.strip():
             raise typer.BadParameter("the question is empty", param_hint="QUESTION")
         settings = load_settings()
@@ -123,9 +161,30 @@ def ask(
         with open_session(settings) as session:
             answer = results.get_answer_for_job(session=session, job_id=job_id)
             console.rule(f"Answer about document {document_id}")
-            console.out(answer.answer, highlight=False)
-            pages = ", ".join(str(p) for p in answer.cited_pages) or "none"
-            console.print(f"Cited pages: {pages}")
+            print_answer(console, answer)
+
+
+def _ask_collection(name: str, question: str, *, each: bool | None, wait: bool) -> None:
+    if not question.strip():
+        raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+    settings = load_settings()
+    with open_session(settings) as session:
+        collection = collection_or_fail(session, name)
+        if not collections.document_ids_of(session=session, collection_id=collection.id):
+            raise NotFound(f"The collection {collection.name!r} holds no document yet.")
+        job = collection_answers.create_question_job(
+            session=session, collection_id=collection.id, question=question, each=each
+        )
+        _queue(settings, session, job)
+        job_id, collection_name = job.id, collection.name
+    console.print(f"Queued job {job_id}.")
+    if not wait:
+        return
+    _wait(settings, job_id)
+    with open_session(settings) as session:
+        answer = collection_answers.get_for_job(session=session, job_id=job_id)
+        console.rule(f"Answer across {escape(collection_name)!r}")
+        print_collection_answer(console, answer)
 
 
 def _wait(settings: Settings, job_id: int) -> Job:
@@ -181,10 +240,10 @@ def jobs_command(
                 str(job.id),
                 job.kind.value,
                 job.status.value,
-                escape(job.stage or ""),
+                escape(display_name(job.stage or "")),
                 progress,
                 str(job.document_id or ""),
                 job.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                escape(job.error or ""),
+                escape(display_name(job.error or "")),
             )
         console.print(table)

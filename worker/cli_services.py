@@ -1,10 +1,17 @@
 """`longdoc worker`, `longdoc beat` and `longdoc up` (both at once, stopped cleanly on Ctrl-C).
 
-Pool choice: prefork (the default) runs tasks in a child process. That is what lets
-reject_on_worker_lost work: when the child dies mid-task (SIGKILL, the OOM killer) the parent
-is still alive to put the task back on the queue. The engine is built lazily in that child on
-its first model task, never in the parent. `--pool solo` runs tasks in the worker process
-itself: fine for debugging, but a crash then loses the process that would requeue the task.
+Pool choice:
+- model workers (queues gpu, gpu_batch) run Celery's threads pool: every task thread shares the
+  process's one engine, so the model calls of all running tasks are batched together and the
+  weights are on the GPU once (worker/engine_holder.py). Summaries take at most
+  LONGDOC_MODEL_BATCH_SLOTS threads, so questions always find one (worker/batch_slots.py); the
+  threads pool has no Celery time limits, so each model call waits at most the task's limit.
+  A worker that dies loses its running tasks' acknowledgements, so the broker (or the restart
+  sweep of worker/recovery.py) hands them out again; jobs are idempotent.
+- the ingest worker runs prefork: when a child dies mid-task (SIGKILL, the OOM killer) the parent
+  is still alive to put the task back on the queue (reject_on_worker_lost).
+- `--pool solo` runs tasks in the worker process itself: for debugging.
+`longdoc up` runs one worker of each kind.
 """
 
 from __future__ import annotations
@@ -19,8 +26,13 @@ from typing import Annotated
 
 import typer
 
+from app import metrics_export
 from app.cli import cli, console, error_console, exit_on_error, load_settings, open_session
-from worker.celery_app import ALL_QUEUES, make_celery
+from app.settings import Settings
+from worker import thread_pool
+from worker.celery_app import ALL_QUEUES, GPU_QUEUES, QUEUE_INGEST, make_celery
+
+MODEL_QUEUES = GPU_QUEUES
 
 # Ctrl-C: a warm shutdown (finish the running task) for this long, then a cold one.
 STOP_GRACE_S = 10.0
@@ -43,33 +55,61 @@ def worker(
         str, typer.Option(help="Comma-separated: ingest (CPU), gpu (questions), gpu_batch.")
     ] = ",".join(ALL_QUEUES),
     concurrency: Annotated[
-        int, typer.Option(min=1, help="Tasks at once; keep 1 for a worker that runs the model.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            min=1, help="Tasks at once (default: LONGDOC_MODEL_WORKER_CONCURRENCY for threads, 1)."
+        ),
+    ] = None,
     pool: Annotated[
-        str, typer.Option(help="prefork (requeues tasks of dead children) or solo.")
-    ] = ("prefork"),
+        str | None,
+        typer.Option(help="threads (model queues: one shared engine), prefork or solo."),
+    ] = None,
     loglevel: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=65535, help="Serve Prometheus metrics here (LONGDOC_METRICS_PORT)."
+        ),
+    ] = None,
 ) -> None:
     """Run a worker for the given queues (one engine per pool process, built on first use)."""
     with exit_on_error():
         names = _check_queues(queues)
-        if pool not in ("prefork", "solo"):
-            raise typer.BadParameter("choose prefork or solo", param_hint="--pool")
+        runs_model = bool(set(names) & set(MODEL_QUEUES))
+        pool = pool or ("threads" if runs_model else "prefork")
+        if pool not in ("threads", "prefork", "solo"):
+            raise typer.BadParameter("choose threads, prefork or solo", param_hint="--pool")
         settings = load_settings()
+        if concurrency is None:
+            concurrency = settings.model_worker_concurrency if pool == "threads" else 1
         with open_session(settings):
             pass  # fails early, with a sentence, when the database is missing or not migrated
         argv = [
             "worker",
             f"--queues={','.join(names)}",
             f"--concurrency={concurrency}",
-            f"--pool={pool}",
+            # Ours for "threads": Celery's, but a cold shutdown prints no traceback.
+            f"--pool={thread_pool.register() if pool == 'threads' else pool}",
             f"--loglevel={loglevel}",
             f"--hostname=longdoc-{'-'.join(names)}@%h",
             # No peers to synchronise with: tasks, not workers, carry all the state.
             "--without-mingle",
             "--without-gossip",
         ]
+        _serve_metrics(settings, metrics_port, pool)
         make_celery(settings).worker_main(argv)
+
+
+def _serve_metrics(settings: Settings, port: int | None, pool: str) -> None:
+    """Metrics from this worker's main process; a prefork pool's children write theirs to files
+    of a folder made before any metric exists, which the main process sums (app/metrics_export)."""
+    port = port if port is not None else settings.metrics_port
+    if port is None:
+        return
+    if pool == "prefork":
+        metrics_export.use_multiprocess_dir()
+    if metrics_export.start_exporter(settings, port=port) is not None:
+        console.print(f"Metrics on http://0.0.0.0:{port}/metrics")
 
 
 @cli.command()
@@ -104,9 +144,15 @@ def up(
         f"LongDoc is running on {where}; drop PDFs into {settings.inbox_dir}. Ctrl-C stops it."
     )
     commands = {
-        "worker": ["worker", f"--loglevel={loglevel}"],
+        "worker": ["worker", f"--queues={','.join(MODEL_QUEUES)}", f"--loglevel={loglevel}"],
+        "ingest-worker": ["worker", f"--queues={QUEUE_INGEST}", f"--loglevel={loglevel}"],
         "beat": ["beat", f"--loglevel={loglevel}"],
     }
+    ui_env = None
+    if settings.metrics_port is not None:  # one port each: the worker, the ingest worker, the UI
+        commands["worker"].append(f"--metrics-port={settings.metrics_port}")
+        commands["ingest-worker"].append(f"--metrics-port={settings.metrics_port + 1}")
+        ui_env = {**os.environ, "LONGDOC_METRICS_PORT": str(settings.metrics_port + 2)}
     # Own sessions: Ctrl-C reaches only this process, which then stops the children in order.
     children = {
         name: subprocess.Popen([sys.executable, "-c", _CHILD_MAIN, *args], start_new_session=True)
@@ -118,6 +164,7 @@ def up(
         children["ui"] = subprocess.Popen(
             [sys.executable, "-m", "ui.launch", "--port", str(settings.ui_port)],
             start_new_session=True,
+            env=ui_env,
         )
     stopping = {"requested": 0}
 

@@ -1,5 +1,9 @@
 """One engine per worker process, built on the first model task, never before a fork.
 
+The model worker runs Celery's threads pool: every task thread of the process shares this one
+engine (one copy of the weights per GPU) through its EngineLoop, so the model calls of all
+running tasks are batched together (worker/model_adapter.py).
+
 Celery's prefork pool forks its children from the main worker process. A CUDA context does not
 survive a fork, and a model loaded in the parent would be copied into every child, so the
 engine is built lazily inside the process that runs the task. `reset()` runs in each new pool
@@ -15,8 +19,9 @@ import threading
 import time
 
 from app.settings import Settings
-from engine import EngineConfig, LLMEngine
-from worker.model_adapter import EngineChatModel
+from engine import EngineConfig, LLMEngine, SamplingParams
+from worker.kernel_build import put_ninja_on_path
+from worker.model_adapter import PRIORITY_BATCH, EngineChatModel
 from worker.model_source import resolve_model_path
 
 logger = logging.getLogger(__name__)
@@ -38,11 +43,20 @@ def engine_config(settings: Settings) -> EngineConfig:
         max_kv_cache_bytes=settings.engine_max_kv_cache_bytes,
         attention_backend=settings.engine_attention_backend,
         compile=settings.engine_compile,
+        max_num_seqs=settings.engine_max_num_seqs,
+        admission_window_s=settings.engine_admission_window_s,
     )
 
 
-def get_chat_model(settings: Settings) -> EngineChatModel:
-    """This process's model, built on first use (seconds to minutes: weights, KV cache)."""
+def get_chat_model(
+    settings: Settings, *, priority: int = PRIORITY_BATCH, time_limit_s: float | None = None
+) -> EngineChatModel:
+    """This process's model, built on first use (seconds to minutes: weights, KV cache), for
+    one task: its requests get `priority` and end at the task's time limit."""
+    return _shared_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
+
+
+def _shared_model(settings: Settings) -> EngineChatModel:
     global _model, _built_in_pid
     with _lock:
         if _model is not None and _built_in_pid == os.getpid():
@@ -52,8 +66,16 @@ def get_chat_model(settings: Settings) -> EngineChatModel:
 
             torch.set_num_threads(settings.engine_num_threads)
         started = time.perf_counter()
+        put_ninja_on_path()  # torch builds the CPU attention kernel with it
         engine = LLMEngine(engine_config(settings))
-        _model, _built_in_pid = EngineChatModel(engine, settings.model), os.getpid()
+        sampling = SamplingParams(
+            repetition_penalty=settings.generation_repetition_penalty,
+            no_repeat_ngram_size=settings.generation_no_repeat_ngram_size,
+            stop_on_loop=settings.generation_stop_on_loop,
+            max_phrase_repeats=settings.generation_max_phrase_repeats,
+        )
+        _model = EngineChatModel(engine, settings.model, sampling=sampling)
+        _built_in_pid = os.getpid()
         logger.info(
             "engine built in pid %d on %s in %.1f s",
             _built_in_pid,
@@ -61,10 +83,6 @@ def get_chat_model(settings: Settings) -> EngineChatModel:
             time.perf_counter() - started,
         )
         return _model
-
-
-def is_built() -> bool:
-    return _model is not None and _built_in_pid == os.getpid()
 
 
 def reset() -> None:

@@ -1,34 +1,50 @@
 """Ingestion: a PDF on disk becomes a stored document with its pages and passages.
 
-Parsing and splitting come from `pipelines`, storage from `app`; this module only wires them and
-keeps a job row per file, so a refusal is recorded with its sentence as well as shown.
+Parsing and splitting come from `pipelines`, storage from `app`; this module only wires them, in
+two steps: `read_pdf` (hash, parse, split, embed; it writes nothing) and `store_read` (the file
+into the document store, the rows into the caller's session, flushed, not committed). The job
+rows are worker/runner_ingest.py's: it finishes the ingest job in the commit that stores the
+document. A file LongDoc cannot take raises DocumentError with its sentence.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import DocumentKind, JobKind
 from app.errors import DuplicateDocument
-from app.services import documents, jobs
+from app.services import documents
+from app.settings import Settings
+from pipelines import kinds as pipelines_kinds
 from pipelines.classify import guess_kind
 from pipelines.documents import ParsedDocument, Passage, document_text
 from pipelines.errors import DocumentError
-from pipelines.parse import ParseLimits, check_file, parse_pdf
-from pipelines.protocols import TokenCounter
+from pipelines.page_sources import SourceOptions
+from pipelines.parse import ParseLimits, check_file, parse_pdf_outcome
+from pipelines.protocols import Embedder, TokenCounter
 from pipelines.split import split_into_passages
+from worker.ingest_records import new_document, source_stats, stored_notice
+from worker.vector_store import embed_passages, to_bytes
 
-logger = logging.getLogger(__name__)
-
+# What became of a file: a new document, one stored before, or not taken (with its sentence).
 STORED, PRESENT, REFUSED = "stored", "present", "refused"
-KINDS = ("auto", "legal", "medical", "other")
-_UNEXPECTED = "An unexpected error stopped LongDoc from reading this file; nothing was stored."
+# "auto": guessed from the text (pipelines/classify.py).
+KINDS = ("auto", *pipelines_kinds.KINDS)
+
+
+class UnreadableFile(DocumentError):
+    """The file could not be read (or its copy written): an OSError, named in the sentence."""
+
+    code = "unreadable_file"
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(
+            f"LongDoc cannot read this file ({error.strerror or type(error).__name__})."
+        )
 
 
 @dataclass(frozen=True)
@@ -43,22 +59,70 @@ class IngestOptions:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IngestOptions:
+        """The options every ingest starts from; a job or a command sets only the file's kind
+        and password (`for_file`)."""
+        return cls(
+            files_dir=settings.files_dir,
+            limits=ParseLimits(
+                max_bytes=settings.max_upload_bytes,
+                max_pages=settings.max_pages,
+                timeout_s=settings.parse_timeout_s,
+                max_memory_mb=settings.parse_memory_mb,
+                max_page_chars=settings.max_page_chars,
+                max_document_chars=settings.max_document_chars,
+                sources=SourceOptions(
+                    ocr_enabled=settings.ocr_enabled,
+                    ocr_dpi=settings.ocr_dpi,
+                    ocr_page_timeout_s=settings.ocr_page_timeout_s,
+                    ocr_num_threads=settings.ocr_num_threads,
+                    check_redactions=settings.redaction_check_enabled,
+                    keep_hidden_text=settings.keep_hidden_text,
+                ),
+            ),
+            passage_max_tokens=settings.passage_max_tokens,
+        )
+
+    def for_file(self, *, kind: str | None = None, password: str | None = None) -> IngestOptions:
+        """These options with a file's own kind and password, where it has them."""
+        return replace(self, kind=kind or self.kind, password=password or self.password)
+
 
 @dataclass(frozen=True)
-class IngestOutcome:
-    path: Path
-    status: str  # STORED, PRESENT or REFUSED
-    document_id: int | None = None
-    job_id: int | None = None
-    error_code: str | None = None
-    reason: str | None = None  # the sentence shown to people when refused
-    num_pages: int = 0
+class StoredDocument:
+    """What ingest made of one file: a new document (STORED) or the one it already was."""
+
+    status: str  # STORED or PRESENT
+    document_id: int
+    num_pages: int
     num_passages: int = 0
-    stats: dict = field(default_factory=dict)
-    follow_up_job_id: int | None = None  # the summarize job created with the document
+    stats: dict = field(default_factory=dict)  # for the job: timings and counts, no text
+    notice: str | None = None  # stored, but with something the user should know (pages lost)
+    num_ocr_pages: int = 0
+    num_redactions: int = 0  # boxes that hide text still in the file
 
 
-Progress = Callable[[str], None]  # called with the stage name: hashing, parsing, splitting, storing
+@dataclass(frozen=True)
+class ReadPdf:
+    """A file hashed, parsed, split and (with an embedder) embedded, not stored yet."""
+
+    path: Path
+    file_name: str
+    content_hash: str
+    kind: str
+    num_tokens: int
+    parsed: ParsedDocument
+    failed_pages: tuple[int, ...]
+    passages: list[Passage]
+    vectors: list[bytes | None]
+    embedding_model: str | None
+    timings: dict[str, float]
+
+
+# Called with the stage name: hashing, parsing, "ocr page 3 of 11" (for each page OCR reads),
+# splitting, embedding (with an embedder), storing.
+Progress = Callable[[str], None]
 
 
 def pdf_paths(targets: Iterable[Path]) -> Iterator[Path]:
@@ -75,59 +139,36 @@ def _is_pdf_name(path: Path) -> bool:
     return path.suffix.lower() == ".pdf"
 
 
-def ingest_file(
+def read_pdf(
     path: Path,
-    *,
-    sessions: sessionmaker[Session],
-    options: IngestOptions,
-    count_tokens: TokenCounter,
-    on_stage: Progress | None = None,
-) -> IngestOutcome:
-    """Store one PDF, or say why not. Never raises for a bad document; database errors propagate."""
-    with sessions() as session:
-        job = jobs.create_job(session=session, kind=JobKind.INGEST, params={"file_name": path.name})
-        jobs.start_job(session=session, job_id=job.id)
-        session.commit()
-        job_id = job.id
-    try:
-        return ingest_into_job(
-            path,
-            job_id,
-            sessions=sessions,
-            options=options,
-            count_tokens=count_tokens,
-            on_stage=on_stage,
-        )
-    except DocumentError as error:
-        return _refuse(path, job_id, sessions, error.code, error.message)
-    except OSError as error:
-        sentence = f"LongDoc cannot read this file ({error.strerror or type(error).__name__})."
-        return _refuse(path, job_id, sessions, "unreadable_file", sentence)
-    except Exception:
-        # The type and the job id go to the log, never the exception text: it may quote the document.
-        logger.error("ingest job %s failed unexpectedly", job_id, exc_info=False)
-        logger.debug("ingest job %s traceback", job_id, exc_info=True)
-        return _refuse(path, job_id, sessions, "internal_error", _UNEXPECTED)
-
-
-def ingest_into_job(
-    path: Path,
-    job_id: int,
     *,
     sessions: sessionmaker[Session],
     options: IngestOptions,
     count_tokens: TokenCounter,
     on_stage: Progress | None = None,
     file_name: str | None = None,
-    then_summarize: bool = False,
-) -> IngestOutcome:
-    """Store one PDF for an existing, started job and finish the job. Raises DocumentError or
-    OSError for the caller to record. `file_name` names the document when `path` is a stored copy
-    (the document store names its files by content hash). With `then_summarize`, a summarize
-    job for the document is created in the transaction that finishes this one, so no reader
-    ever sees the ingest job done without its follow-up."""
+    embedder: Embedder | None = None,
+) -> ReadPdf | StoredDocument:
+    """Read one PDF for `store_read`; a file stored before is not parsed again: its document comes
+    back as PRESENT. Raises DocumentError (UnreadableFile for an OSError). `file_name` names the
+    document when `path` is a stored copy (the document store names its files by content hash).
+    With an `embedder`, the passages get their vectors (stage "embedding")."""
+    try:
+        return _read(path, sessions, options, count_tokens, on_stage, file_name, embedder)
+    except OSError as error:
+        raise UnreadableFile(error) from None
+
+
+def _read(
+    path: Path,
+    sessions: sessionmaker[Session],
+    options: IngestOptions,
+    count_tokens: TokenCounter,
+    on_stage: Progress | None,
+    file_name: str | None,
+    embedder: Embedder | None,
+) -> ReadPdf | StoredDocument:
     stage = on_stage or (lambda _: None)
-    file_name = file_name or path.name
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -144,10 +185,18 @@ def ingest_into_job(
     with sessions() as session:
         existing = documents.find_by_hash(session=session, content_hash=content_hash)
         if existing is not None:
-            return _present(path, job_id, existing.id, existing.num_pages, session, then_summarize)
+            return _present(existing.id, existing.num_pages)
 
     stage("parsing")
-    parsed = parse_pdf(path, password=options.password, limits=options.limits)
+
+    def on_ocr_page(done: int, total: int) -> None:
+        if done < total:
+            stage(f"ocr page {done + 1} of {total}")
+
+    parse_outcome = parse_pdf_outcome(
+        path, password=options.password, limits=options.limits, on_ocr_page=on_ocr_page
+    )
+    parsed = parse_outcome.document
     lap("parse")
     stage("splitting")
     passages = split_into_passages(
@@ -156,112 +205,88 @@ def ingest_into_job(
     (num_tokens,) = count_tokens([document_text(parsed.pages)])
     kind = guess_kind(parsed.pages) if options.kind == "auto" else options.kind
     lap("split")
-
-    stage("storing")
-    stored_path = documents.store_file(
-        files_dir=options.files_dir, content_hash=content_hash, data=path
-    )
-    new = _new_document(file_name, content_hash, kind, num_tokens, parsed, passages, stored_path)
-    with sessions() as session:
-        try:
-            document = documents.store_document(session=session, new=new)
-        except DuplicateDocument as duplicate:
-            # Another process stored the same file while we parsed it.
-            return _present(
-                path, job_id, duplicate.document_id, parsed.num_pages, session, then_summarize
-            )
-        lap("store")
-        stats = {
-            **timings,
-            "num_pages": parsed.num_pages,
-            "num_chars": parsed.num_chars,
-            "num_tokens": num_tokens,
-            "num_passages": len(passages),
-            "kind": kind,
-        }
-        stats = _finish(session, job_id, stats, document.id, then_summarize)
-        return IngestOutcome(
-            path=path,
-            status=STORED,
-            document_id=document.id,
-            job_id=job_id,
-            num_pages=parsed.num_pages,
-            num_passages=len(passages),
-            stats=stats,
-            follow_up_job_id=stats.get("follow_up_job_id"),
-        )
-
-
-def _finish(
-    session: Session, job_id: int, stats: dict, document_id: int, then_summarize: bool
-) -> dict:
-    """Finish the ingest job (and create its summarize follow-up) in one commit; its stats."""
-    if then_summarize:
-        follow_up = jobs.create_job(
-            session=session, kind=JobKind.SUMMARIZE, document_id=document_id
-        )
-        stats = {**stats, "follow_up_job_id": follow_up.id}
-    jobs.finish_job(session=session, job_id=job_id, stats=stats, document_id=document_id)
-    session.commit()
-    return stats
-
-
-def _new_document(
-    file_name: str,
-    content_hash: str,
-    kind: str,
-    num_tokens: int,
-    parsed: ParsedDocument,
-    passages: list[Passage],
-    stored_path: Path,
-) -> documents.NewDocument:
-    return documents.NewDocument(
-        content_hash=content_hash,
-        file_name=file_name,
-        title=parsed.title,
-        kind=DocumentKind(kind),
-        num_tokens=num_tokens,
-        pages=[documents.NewPage(number=p.number, text=p.text) for p in parsed.pages],
-        passages=[
-            documents.NewPassage(
-                ordinal=p.ordinal,
-                first_page=p.first_page,
-                last_page=p.last_page,
-                start_char=p.start_char,
-                end_char=p.end_char,
-                text=p.text,
-                num_tokens=p.num_tokens,
-            )
-            for p in passages
-        ],
-        stored_path=str(stored_path),
-    )
-
-
-def _present(
-    path: Path,
-    job_id: int,
-    document_id: int,
-    num_pages: int,
-    session: Session,
-    then_summarize: bool,
-) -> IngestOutcome:
-    stats = _finish(session, job_id, {"already_present": True}, document_id, then_summarize)
-    return IngestOutcome(
+    vectors: list[bytes | None] = [None] * len(passages)
+    if embedder is not None:
+        stage("embedding")
+        groups = embed_passages(embedder, [p.text for p in passages])
+        vectors = [to_bytes(group) for group in groups]
+        lap("embed")
+    return ReadPdf(
         path=path,
+        file_name=file_name or path.name,
+        content_hash=content_hash,
+        kind=kind,
+        num_tokens=num_tokens,
+        parsed=parsed,
+        failed_pages=tuple(parse_outcome.failed_pages),
+        passages=passages,
+        vectors=vectors,
+        embedding_model=embedder.name if embedder is not None else None,
+        timings=timings,
+    )
+
+
+def store_read(
+    session: Session, read: ReadPdf, *, files_dir: Path, on_stage: Progress | None = None
+) -> StoredDocument:
+    """The file into the document store and its document into `session` (flushed; the caller
+    commits, with its job row). PRESENT when another process stored the same file meanwhile."""
+    (on_stage or (lambda _: None))("storing")
+    started = time.perf_counter()
+    parsed = read.parsed
+    try:
+        stored_path = documents.store_file(
+            files_dir=files_dir, content_hash=read.content_hash, data=read.path
+        )
+    except OSError as error:
+        raise UnreadableFile(error) from None
+    new = new_document(
+        read.file_name,
+        read.content_hash,
+        read.kind,
+        read.num_tokens,
+        parsed,
+        list(zip(read.passages, read.vectors, strict=True)),
+        stored_path,
+        read.embedding_model,
+    )
+    try:
+        document = documents.store_document(session=session, new=new)
+    except DuplicateDocument as duplicate:
+        # Another process stored the same file while we parsed it.
+        return _present(duplicate.document_id, parsed.num_pages)
+    stats = {
+        **read.timings,
+        "store_seconds": round(time.perf_counter() - started, 4),
+        "num_pages": parsed.num_pages,
+        "num_chars": parsed.num_chars,
+        "num_tokens": read.num_tokens,
+        "num_passages": len(read.passages),
+        "kind": read.kind,
+        "embedding_model": read.embedding_model,
+        **source_stats(parsed),
+    }
+    if read.failed_pages:
+        stats["failed_pages"] = list(read.failed_pages)
+    notice = stored_notice(parsed, read.failed_pages)
+    if notice is not None:
+        stats["notice"] = notice
+    return StoredDocument(
+        status=STORED,
+        document_id=document.id,
+        num_pages=parsed.num_pages,
+        num_passages=len(read.passages),
+        stats=stats,
+        notice=notice,
+        num_ocr_pages=len(parsed.ocr_pages),
+        num_redactions=len(parsed.redactions),
+    )
+
+
+def _present(document_id: int, num_pages: int) -> StoredDocument:
+    return StoredDocument(
         status=PRESENT,
         document_id=document_id,
-        job_id=job_id,
         num_pages=num_pages,
-        stats=stats,
-        follow_up_job_id=stats.get("follow_up_job_id"),
+        stats={"already_present": True},
     )
-
-
-def _refuse(
-    path: Path, job_id: int, sessions: sessionmaker[Session], code: str, sentence: str
-) -> IngestOutcome:
-    with sessions() as session:
-        jobs.fail_job(session=session, job_id=job_id, error_code=code, sentence=sentence)
-        session.commit()
-    return IngestOutcome(path=path, status=REFUSED, job_id=job_id, error_code=code, reason=sentence)

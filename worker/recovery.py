@@ -7,11 +7,18 @@ it shuts down or when one of its pool children dies (reject_on_worker_lost), but
 the whole worker loses it. So a worker on such a broker, when it starts, queues again the jobs marked
 running: with one worker per data folder (`longdoc up`), none of them can still be running.
 Tasks are idempotent, so a job that did run to the end is merely skipped.
+
+Only jobs the workers own are queued again. `longdoc ingest` runs its jobs in its own process
+(owner_host, owner_pid on the row): such a job was never on the broker, and a worker given it
+would fail on a path it never had. A worker that starts (on any broker) and `longdoc ingest`
+fail instead the running jobs of CLI processes on this host that are gone, with a sentence.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -24,15 +31,49 @@ logger = logging.getLogger(__name__)
 
 # Message files the filesystem broker moved to processed/ (already read) older than this go.
 PROCESSED_MAX_AGE_S = 24 * 3600
+_OWNER_GONE = (
+    "The `longdoc ingest` process that was reading this file stopped before it finished (it "
+    "was interrupted or killed); nothing was stored. Run the ingest again."
+)
 
 
 def orphaned_jobs(
     *, sessions: sessionmaker[Session], kinds: tuple[JobKind, ...]
 ) -> list[tuple[JobKind, int]]:
-    """(kind, job id) of each job marked running, oldest first."""
+    """(kind, job id) of each job marked running that the workers own, oldest first. A job a
+    CLI process runs itself (owner_pid set) was never on the broker: not queued again."""
     with sessions() as session:
         rows = jobs.list_jobs(session=session, status=JobStatus.RUNNING, limit=10_000)
-        return sorted((job.kind, job.id) for job in rows if job.kind in kinds)
+        return sorted(
+            (job.kind, job.id) for job in rows if job.kind in kinds and job.owner_pid is None
+        )
+
+
+def fail_jobs_of_dead_processes(*, sessions: sessionmaker[Session]) -> list[int]:
+    """Fail the running jobs of CLI processes on this host that are gone; their ids."""
+    with sessions() as session:
+        failed = jobs.fail_abandoned_jobs(
+            session=session, host=this_host(), is_alive=process_is_alive, sentence=_OWNER_GONE
+        )
+        session.commit()
+    if failed:
+        logger.warning("failed %d job(s) whose `longdoc ingest` process is gone", len(failed))
+    return failed
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def process_is_alive(pid: int) -> bool:
+    """Whether a process with this id exists (a reused id counts: the job then waits)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, run by another user
+    return True
 
 
 def prune_processed(folder: Path, max_age_s: float = PROCESSED_MAX_AGE_S) -> int:

@@ -1,4 +1,5 @@
-"""Per-process resources of the tasks: settings, database sessions, tokenizer, ingest options.
+"""Per-process resources of the tasks: settings, database sessions, tokenizer, and the
+sentence-embedding model.
 
 Built on first use in the process that runs tasks; `reset()` runs in every new pool child so a
 database connection pool opened by the parent before the fork is never shared.
@@ -13,8 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.session import make_engine
 from app.settings import Settings, get_settings
-from pipelines.parse import ParseLimits
-from worker.ingest import IngestOptions
+from worker.embedder import SharedEmbedder, TransformerEmbedder
 from worker.model_source import resolve_model_path
 from worker.tokens import TokenizerCounter, token_counter_for
 
@@ -22,6 +22,7 @@ _lock = threading.Lock()
 _engine: Engine | None = None
 _sessions: sessionmaker[Session] | None = None
 _counter: TokenizerCounter | None = None
+_embedders = SharedEmbedder()
 
 
 def settings() -> Settings:
@@ -47,17 +48,10 @@ def count_tokens() -> TokenizerCounter:
         return _counter
 
 
-def ingest_options(current: Settings) -> IngestOptions:
-    return IngestOptions(
-        files_dir=current.files_dir,
-        limits=ParseLimits(
-            max_bytes=current.max_upload_bytes,
-            max_pages=current.max_pages,
-            timeout_s=current.parse_timeout_s,
-            max_memory_mb=current.parse_memory_mb,
-        ),
-        passage_max_tokens=current.passage_max_tokens,
-    )
+def embedder() -> TransformerEmbedder | None:
+    """The embedding model of the `embedding_model` setting, loaded once per process; None when
+    it is "none" or cannot be loaded (retrieval is then BM25 alone; the reason is logged)."""
+    return _embedders.get(settings().embedding_model)
 
 
 def reset() -> None:
@@ -68,3 +62,5 @@ def reset() -> None:
             # close=False: the parent's connections belong to the parent; only forget them.
             _engine.dispose(close=False)
         _engine, _sessions, _counter = None, None, None
+    # A model loaded before a fork would share torch's thread pools with the child.
+    _embedders.reset()

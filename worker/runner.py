@@ -1,5 +1,10 @@
 """What the tasks do, as plain functions: re-read the job row, do the work, record the outcome.
 
+Every job row is kept by the steps here, for every job kind (worker/runner_ingest.py,
+runner_facts.py and runner_collection.py use them): `_begin` marks it running, `_progress`
+records its stage, `_finish` its success and `_fail` its failure, with the code and sentence
+`_failure` gives any error. The model jobs share one skeleton, `_run_model_job`.
+
 Each function takes a job id and is safe to call again for the same job (a redelivered task):
 a job that already succeeded is skipped, and a summary or answer is saved at most once per job
 (app.services.results). Progress goes into the job row (stage, done of total) so the CLI and UI
@@ -15,31 +20,42 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TypeVar
 
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, DocumentStatus, Job, JobKind, JobStatus
+from app.db.retry import is_lock_error
+from app.errors import DatabaseBusy
 from app.services import documents, jobs, results
+from app.services import facts as fact_service
 from engine import EngineError, OutOfMemoryError, PromptTooLongError
-from pipelines.answer import answer_question
-from pipelines.documents import PageText, Passage
+from pipelines.answer import AnswerResult, answer_question
 from pipelines.errors import DocumentError
+from pipelines.evidence import Evidence
+from pipelines.hybrid import index_for
 from pipelines.inputs import DocumentInput
-from pipelines.protocols import ChatModel, TokenCounter
-from pipelines.summarize import summarize
-from worker.ingest import IngestOptions, ingest_into_job
+from pipelines.key_passages import key_passages
+from pipelines.protocols import ChatModel, Embedder
+from pipelines.summarize import SummaryResult, summarize
+from worker.document_inputs import document_input
+from worker.job_progress import STAGE_WRITING, JobGone, SummaryWriting, ThrottledProgress
+from worker.job_progress import record_progress as _progress
+from worker.known_facts import known_facts
+from worker.result_rows import quote_rows, sentence_rows
+from worker.vector_store import ensure_vectors
 
 logger = logging.getLogger(__name__)
 
 SUCCEEDED, FAILED, SKIPPED, MISSING = "succeeded", "failed", "skipped", "missing"
-# Progress rows are committed at most this often: a 2,000-page summary reports thousands of steps.
-PROGRESS_INTERVAL_S = 0.5
 _UNEXPECTED = "An unexpected error stopped this job; see the worker's log for job {job_id}."
 _TIMED_OUT = "This job ran longer than the time limit ({limit}) and was stopped."
 
 ModelFactory = Callable[[], ChatModel]
+T = TypeVar("T")
+# The names runner_facts.py and runner_collection.py take from here.
+_JobGone, _Throttled = JobGone, ThrottledProgress
 
 
 @dataclass(frozen=True)
@@ -48,10 +64,8 @@ class RunOutcome:
     status: str  # SUCCEEDED, FAILED, SKIPPED (done before) or MISSING (no such job any more)
     # Jobs this run created that the caller must queue once it has committed (ingest -> summarize).
     follow_up_job_ids: tuple[int, ...] = ()
-
-
-class _JobGone(Exception):
-    """The job row vanished while the task ran (its document was deleted)."""
+    # The key-facts job this ingest created (queued before the summary: it is the shorter one).
+    facts_job_id: int | None = None
 
 
 class _Failure(Exception):
@@ -61,54 +75,202 @@ class _Failure(Exception):
         self.sentence = sentence
 
 
-def run_ingest(
+def run_summary(
     job_id: int,
     *,
     sessions: sessionmaker[Session],
-    options: IngestOptions,
-    count_tokens: TokenCounter,
+    model_factory: ModelFactory,
+    max_new_tokens: int,
     task_id: str | None = None,
+    embedder: Embedder | None = None,
 ) -> RunOutcome:
-    """Parse, split and store the PDF at the job's params["path"]. With params["then_summarize"],
-    a summarize job for the stored (or already present) document is created as a follow-up."""
-    job = _begin(job_id, JobKind.INGEST, sessions, task_id)
-    if job is None or job.status == JobStatus.SUCCEEDED:
-        return RunOutcome(job_id, MISSING if job is None else SKIPPED)
-    path = Path(job.params.get("path", ""))
+    """Summarize the job's document and save the summary once (upsert by job id), with its key
+    passages (extractive, no model: computed first, in well under a second for 100 pages). With
+    an `embedder`, passages without vectors get them first (documents from before embeddings)
+    and the key passages are ranked over sentence embeddings."""
 
-    def on_stage(stage: str) -> None:
-        with sessions() as session:
-            jobs.update_progress(session=session, job_id=job_id, stage=stage, done=0, total=0)
-            session.commit()
-
-    try:
-        outcome = ingest_into_job(
-            path,
-            job_id,
-            sessions=sessions,
-            options=_with_job_options(options, job.params),
-            count_tokens=count_tokens,
-            on_stage=on_stage,
-            file_name=job.params.get("file_name"),
-            then_summarize=bool(job.params.get("then_summarize")),
+    def compute(job: Job) -> _Summarized:
+        document_id, document = _load_document(job, sessions, embedder)
+        _progress(sessions, job_id, "key passages", 0, 0)
+        started = time.perf_counter()
+        key = key_passages(document.pages, document.passages, embedder=embedder)
+        key_seconds = round(time.perf_counter() - started, 3)
+        model = _build_model(model_factory)
+        _progress(sessions, job_id, "summarizing", 0, 0)
+        started = time.perf_counter()
+        result = summarize(
+            document,
+            model,
+            max_new_tokens=max_new_tokens,
+            on_progress=_Throttled(sessions, job_id, "summarizing"),
+            on_writing=SummaryWriting(sessions, job_id),
+            index=index_for(document, embedder),
+            embedder=embedder,
         )
-    except DocumentError as error:
-        return _fail(job_id, sessions, error.code, error.message)
-    except OSError as error:
-        sentence = f"LongDoc cannot read this file ({error.strerror or type(error).__name__})."
-        return _fail(job_id, sessions, "unreadable_file", sentence)
-    except SoftTimeLimitExceeded:
-        return _fail(job_id, sessions, "timed_out", _TIMED_OUT.format(limit="ingest"))
-    except Exception:
-        logger.error("ingest job %s failed unexpectedly", job_id)
-        logger.debug("ingest job %s traceback", job_id, exc_info=True)
-        return _fail(job_id, sessions, "internal_error", _UNEXPECTED.format(job_id=job_id))
-    finally:
-        if "password" in job.params:
-            _forget_password(job_id, sessions)
-    # The follow-up summarize job was created in the commit that finished the ingest job.
-    follow_ups = () if outcome.follow_up_job_id is None else (outcome.follow_up_job_id,)
-    return RunOutcome(job_id, SUCCEEDED, follow_ups)
+        seconds = round(time.perf_counter() - started, 3)
+        return _Summarized(document_id, model.name, key, key_seconds, result, seconds)
+
+    def save(session: Session, done: _Summarized) -> _Saved:
+        result = done.result
+        key_stats = {"num_key_passages": len(done.key), "key_passages_seconds": done.key_seconds}
+        results.save_summary(
+            session=session,
+            job_id=job_id,
+            document_id=done.document_id,
+            method=result.method,
+            text=result.text,
+            model=done.model_name,
+            stats={**result.stats, "section_pages": result.section_pages, **key_stats},
+            key_passages=quote_rows(done.key),
+            sentence_support=sentence_rows(result.sentence_support),
+        )
+        stats = {**result.stats, "seconds": done.seconds, "num_sections": result.num_sections}
+        stats = {**stats, **key_stats}
+        stats.pop("calls", None)  # per-call details stay on the summary only
+        return _Saved(
+            stats,
+            f"document={done.document_id} method={result.method} seconds={done.seconds:.1f}",
+        )
+
+    return _run_model_job(
+        job_id, JobKind.SUMMARIZE, "summarize", sessions, task_id, compute=compute, save=save
+    )
+
+
+def run_answer(
+    job_id: int,
+    *,
+    sessions: sessionmaker[Session],
+    model_factory: ModelFactory,
+    max_new_tokens: int,
+    task_id: str | None = None,
+    embedder: Embedder | None = None,
+) -> RunOutcome:
+    """Answer params["question"] about the job's document and save the answer once. With an
+    `embedder`, retrieval is hybrid (BM25 + the passages' vectors, computed here if missing)."""
+
+    def compute(job: Job) -> _Answered:
+        question = str(job.params.get("question") or "").strip()
+        if not question:
+            raise _Failure("no_question", "This job holds no question to answer.")
+        document_id, document = _load_document(job, sessions, embedder)
+        model = _build_model(model_factory)
+        _progress(sessions, job_id, "answering", 0, 0)
+        started = time.perf_counter()
+        result = answer_question(
+            document,
+            question,
+            model,
+            max_new_tokens=max_new_tokens,
+            index=index_for(document, embedder),
+            on_progress=_Throttled(sessions, job_id, "answering"),
+            on_tokens=_Throttled(sessions, job_id, STAGE_WRITING),
+            facts=known_facts(sessions, document_id),
+            fact_embedder=embedder,
+        )
+        seconds = round(time.perf_counter() - started, 3)
+        return _Answered(document_id, model.name, question, result, seconds)
+
+    def save(session: Session, done: _Answered) -> _Saved:
+        result = done.result
+        ids_by_ordinal = {
+            p.ordinal: p.id
+            for p in documents.get_passages(session=session, document_id=done.document_id)
+        }
+        results.save_answer(
+            session=session,
+            job_id=job_id,
+            document_id=done.document_id,
+            question=done.question,
+            answer=result.text,
+            cited_pages=result.cited_pages,
+            cited_passage_ids=[
+                ids_by_ordinal[o] for o in result.used_passage_ordinals if o in ids_by_ordinal
+            ],
+            model=done.model_name,
+            stats={**result.stats, "method": result.method},
+            quotes=quote_rows(result.quotes),
+            support=result.support,
+            model_answer=result.model_text,
+            unsupported_claims=result.unsupported_claims,
+        )
+        stats = {**result.stats, "method": result.method, "seconds": done.seconds}
+        stats.pop("calls", None)
+        return _Saved(
+            stats,
+            f"document={done.document_id} method={result.method} seconds={done.seconds:.1f}",
+        )
+
+    return _run_model_job(
+        job_id, JobKind.ANSWER, "answer", sessions, task_id, compute=compute, save=save
+    )
+
+
+@dataclass(frozen=True)
+class _Summarized:
+    document_id: int
+    model_name: str
+    key: list[Evidence]
+    key_seconds: float
+    result: SummaryResult
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Answered:
+    document_id: int
+    model_name: str
+    question: str
+    result: AnswerResult
+    seconds: float
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Saved:
+    stats: dict  # the finished job's (JSON: timings, counts)
+    log_details: str  # for the log line: ids, methods, seconds; never text
+
+
+def _run_model_job(
+    job_id: int,
+    kind: JobKind,
+    what: str,
+    sessions: sessionmaker[Session],
+    task_id: str | None,
+    *,
+    compute: Callable[[Job], T],
+    save: Callable[[Session, T], _Saved],
+) -> RunOutcome:
+    """What every model job does: begin (or skip a job done before), `compute` outside any
+    transaction, then `save` the result and finish the job in one commit. A failure of
+    `compute` becomes the job's sentence (_failure); a database error while saving propagates,
+    for Celery to run the task again."""
+    job = _begin_model_job(job_id, kind, sessions, task_id)
+    if isinstance(job, RunOutcome):
+        return job
+    try:
+        result = compute(job)
+    except _JobGone:
+        return RunOutcome(job_id, MISSING)
+    except Exception as error:
+        return _fail_from(error, job_id, sessions, what)
+    with sessions() as session:
+        saved = save(session, result)
+        _finish(session, job_id, saved.stats)
+        session.commit()
+    logger.info("%s job %s done: %s", what, job_id, saved.log_details)
+    return RunOutcome(job_id, SUCCEEDED)
+
+
+# Whether a job's result was saved already, by job kind (a redelivery that lost only the finish).
+_SAVED_FOR_JOB: dict[JobKind, Callable[..., object]] = {
+    JobKind.SUMMARIZE: results.get_summary_for_job,
+    JobKind.ANSWER: results.get_answer_for_job,
+    JobKind.FACTS: fact_service.facts_for_job,
+}
 
 
 def _begin_model_job(
@@ -119,132 +281,12 @@ def _begin_model_job(
     job = _begin(job_id, kind, sessions, task_id)
     if job is None or job.status == JobStatus.SUCCEEDED:
         return RunOutcome(job_id, MISSING if job is None else SKIPPED)
-    saved = results.get_summary_for_job if kind == JobKind.SUMMARIZE else results.get_answer_for_job
     with sessions() as session:
-        if saved(session=session, job_id=job_id) is not None:
+        if _SAVED_FOR_JOB[kind](session=session, job_id=job_id):
             jobs.finish_job(session=session, job_id=job_id)
             session.commit()
             return RunOutcome(job_id, SUCCEEDED)
     return job
-
-
-def run_summary(
-    job_id: int,
-    *,
-    sessions: sessionmaker[Session],
-    model_factory: ModelFactory,
-    max_new_tokens: int,
-    task_id: str | None = None,
-) -> RunOutcome:
-    """Summarize the job's document and save the summary once (upsert by job id)."""
-    job = _begin_model_job(job_id, JobKind.SUMMARIZE, sessions, task_id)
-    if isinstance(job, RunOutcome):
-        return job
-    try:
-        document_id, document = _load_document(job, sessions)
-        model = _build_model(model_factory)
-        _progress(sessions, job_id, "summarizing", 0, 0)
-        started = time.perf_counter()
-        result = summarize(
-            document,
-            model,
-            max_new_tokens=max_new_tokens,
-            on_progress=_Throttled(sessions, job_id, "summarizing"),
-        )
-        seconds = round(time.perf_counter() - started, 3)
-    except _JobGone:
-        return RunOutcome(job_id, MISSING)
-    except Exception as error:
-        return _fail_from(error, job_id, sessions, "summarize")
-    stats = {**result.stats, "seconds": seconds, "num_sections": result.num_sections}
-    stats.pop("calls", None)  # per-call details stay on the summary only
-    with sessions() as session:
-        results.save_summary(
-            session=session,
-            job_id=job_id,
-            document_id=document_id,
-            method=result.method,
-            text=result.text,
-            model=model.name,
-            stats={**result.stats, "section_pages": result.section_pages},
-        )
-        _finish(session, job_id, stats)
-        session.commit()
-    logger.info(
-        "summarize job %s done: document=%s method=%s seconds=%.1f",
-        job_id,
-        document_id,
-        result.method,
-        seconds,
-    )
-    return RunOutcome(job_id, SUCCEEDED)
-
-
-def run_answer(
-    job_id: int,
-    *,
-    sessions: sessionmaker[Session],
-    model_factory: ModelFactory,
-    max_new_tokens: int,
-    task_id: str | None = None,
-) -> RunOutcome:
-    """Answer params["question"] about the job's document and save the answer once."""
-    job = _begin_model_job(job_id, JobKind.ANSWER, sessions, task_id)
-    if isinstance(job, RunOutcome):
-        return job
-    question = str(job.params.get("question") or "").strip()
-    if not question:
-        return _fail(job_id, sessions, "no_question", "This job holds no question to answer.")
-    try:
-        document_id, document = _load_document(job, sessions)
-        model = _build_model(model_factory)
-        _progress(sessions, job_id, "answering", 0, 0)
-        started = time.perf_counter()
-        result = answer_question(
-            document,
-            question,
-            model,
-            max_new_tokens=max_new_tokens,
-            on_progress=_Throttled(sessions, job_id, "answering"),
-        )
-        seconds = round(time.perf_counter() - started, 3)
-    except _JobGone:
-        return RunOutcome(job_id, MISSING)
-    except Exception as error:
-        return _fail_from(error, job_id, sessions, "answer")
-    with sessions() as session:
-        ids_by_ordinal = {
-            p.ordinal: p.id
-            for p in documents.get_passages(session=session, document_id=document_id)
-        }
-        results.save_answer(
-            session=session,
-            job_id=job_id,
-            document_id=document_id,
-            question=question,
-            answer=result.text,
-            cited_pages=result.cited_pages,
-            cited_passage_ids=[
-                ids_by_ordinal[o] for o in result.used_passage_ordinals if o in ids_by_ordinal
-            ],
-            model=model.name,
-            stats={**result.stats, "method": result.method},
-        )
-        stats = {**result.stats, "method": result.method, "seconds": seconds}
-        stats.pop("calls", None)
-        _finish(session, job_id, stats)
-        session.commit()
-    logger.info(
-        "answer job %s done: document=%s method=%s seconds=%.1f",
-        job_id,
-        document_id,
-        result.method,
-        seconds,
-    )
-    return RunOutcome(job_id, SUCCEEDED)
-
-
-# ---- helpers ----------------------------------------------------------------------------------
 
 
 def _begin(
@@ -267,27 +309,22 @@ def _begin(
         return job
 
 
-def _forget_password(job_id: int, sessions: sessionmaker[Session]) -> None:
-    """A PDF's password stays in the job row only until its ingest has an outcome."""
-    with sessions() as session:
-        job = jobs.get_job(session=session, job_id=job_id)
-        if job is not None and "password" in (job.params or {}):
-            job.params = {key: value for key, value in job.params.items() if key != "password"}
-            session.commit()
+def _load_document(
+    job: Job, sessions: sessionmaker[Session], embedder: Embedder | None = None
+) -> tuple[int, DocumentInput]:
+    """The job's document as pipeline input; with an embedder, with its passage vectors (those
+    missing are computed and stored first, stage "embedding")."""
+    vectors = None
+    if embedder is not None and job.document_id is not None:
 
+        def on_embedding(count: int) -> None:
+            _progress(sessions, job.id, "embedding", 0, count)
 
-def _with_job_options(options: IngestOptions, params: dict) -> IngestOptions:
-    kind = params.get("kind") or options.kind
-    return IngestOptions(
-        files_dir=options.files_dir,
-        limits=options.limits,
-        passage_max_tokens=options.passage_max_tokens,
-        password=params.get("password") or options.password,
-        kind=kind,
-    )
-
-
-def _load_document(job: Job, sessions: sessionmaker[Session]) -> tuple[int, DocumentInput]:
+        try:
+            vectors = ensure_vectors(sessions, job.document_id, embedder, on_embedding=on_embedding)
+        except (RuntimeError, ValueError) as error:  # torch's errors, out of memory included
+            # The question is still answered, from BM25 alone, rather than failed.
+            logger.error("job %s: embedding failed (%s); BM25 alone", job.id, type(error).__name__)
     with sessions() as session:
         document = session.get(Document, job.document_id) if job.document_id is not None else None
         if document is None:
@@ -297,25 +334,7 @@ def _load_document(job: Job, sessions: sessionmaker[Session]) -> tuple[int, Docu
                 "document_not_ready",
                 f"Document {document.id} is {document.status.value}, not ready; ingest it first.",
             )
-        pages = documents.get_pages(session=session, document_id=document.id)
-        passages = documents.get_passages(session=session, document_id=document.id)
-        return document.id, DocumentInput(
-            title=document.title,
-            kind=document.kind.value,
-            pages=tuple(PageText(number=p.number, text=p.text) for p in pages),
-            passages=tuple(
-                Passage(
-                    ordinal=p.ordinal,
-                    first_page=p.first_page,
-                    last_page=p.last_page,
-                    start_char=p.start_char,
-                    end_char=p.end_char,
-                    text=p.text,
-                    num_tokens=p.num_tokens,
-                )
-                for p in passages
-            ),
-        )
+        return document.id, document_input(session, document, vectors)
 
 
 def _build_model(model_factory: ModelFactory) -> ChatModel:
@@ -325,55 +344,42 @@ def _build_model(model_factory: ModelFactory) -> ChatModel:
         raise _Failure("model_unavailable", f"The model could not be loaded: {error}") from None
 
 
-class _Throttled:
-    """An on_progress callback that commits progress to the job row at most every half second."""
-
-    def __init__(self, sessions: sessionmaker[Session], job_id: int, stage: str) -> None:
-        self.sessions, self.job_id, self.stage = sessions, job_id, stage
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._last < PROGRESS_INTERVAL_S:
-            return
-        self._last = now
-        if not _progress(self.sessions, self.job_id, self.stage, done, total):
-            raise _JobGone()
-
-
-def _progress(
-    sessions: sessionmaker[Session], job_id: int, stage: str, done: int, total: int
-) -> bool:
-    with sessions() as session:
-        job = jobs.update_progress(
-            session=session, job_id=job_id, stage=stage, done=max(done, 0), total=max(total, 0)
-        )
-        session.commit()
-        return job is not None
-
-
-def _finish(session: Session, job_id: int, stats: dict) -> None:
-    job = jobs.finish_job(session=session, job_id=job_id, stats=stats)
-    if job is not None:
-        job.stage = "done"
-        job.progress_done = max(job.progress_done, job.progress_total)
+def _finish(session: Session, job_id: int, stats: dict, *, document_id: int | None = None) -> None:
+    """Mark the job succeeded (stage "done") with its stats; flushed, the caller commits."""
+    jobs.finish_job(session=session, job_id=job_id, stats=stats, document_id=document_id)
 
 
 def _fail_from(
     error: Exception, job_id: int, sessions: sessionmaker[Session], what: str
 ) -> RunOutcome:
+    """Record `error` on the job as its code and sentence (_failure)."""
+    return _fail(job_id, sessions, *_failure(error, job_id, what))
+
+
+def _failure(
+    error: Exception, job_id: int, what: str, *, unexpected: str | None = None
+) -> tuple[str, str]:
+    """The code and sentence a job's failure is recorded with, for every job kind; `what` names
+    the work in the log and in the time-limit sentence. An unexpected error is logged by type
+    (never its text: it may quote the document) and told as `unexpected`, by default a sentence
+    naming the job. A database lock error is raised again: Celery runs the task again (tasks._RETRY).
+    """
     if isinstance(error, _Failure):
-        return _fail(job_id, sessions, error.code, error.sentence)
+        return error.code, error.sentence
     if isinstance(error, DocumentError):
-        return _fail(job_id, sessions, error.code, error.message)
+        return error.code, error.message
+    if isinstance(error, DatabaseBusy):
+        return error.code, error.sentence
     if isinstance(error, EngineError):
         # Engine sentences talk about tokens and memory, never about the text.
-        return _fail(job_id, sessions, _engine_code(error), str(error))
+        return _engine_code(error), str(error)
     if isinstance(error, SoftTimeLimitExceeded):
-        return _fail(job_id, sessions, "timed_out", _TIMED_OUT.format(limit=what))
+        return "timed_out", _TIMED_OUT.format(limit=what)
+    if is_lock_error(error):
+        raise error
     logger.error("%s job %s failed unexpectedly: %s", what, job_id, type(error).__name__)
     logger.debug("%s job %s traceback", what, job_id, exc_info=True)
-    return _fail(job_id, sessions, "internal_error", _UNEXPECTED.format(job_id=job_id))
+    return "internal_error", unexpected or _UNEXPECTED.format(job_id=job_id)
 
 
 def _engine_code(error: EngineError) -> str:

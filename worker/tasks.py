@@ -1,20 +1,36 @@
-"""The Celery tasks: thin shells over worker/runner.py, by explicit name, taking only job ids.
+"""The Celery tasks: thin shells over worker/runner*.py, by explicit name, taking only job ids.
 
 Each task re-reads its job row, so it runs the same when delivered twice. Database errors are
-retried with backoff; everything else is recorded on the job by the runner.
+retried with backoff; everything else is recorded on the job by the runner. The job tasks share
+the base worker/poison.py's JobTask: a job whose worker died under it N times is failed, and a
+task Celery gives up on still ends its job.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from sqlalchemy.exc import OperationalError
 
+from app import metrics, metrics_export
 from app.db.models import JobKind
-from worker import engine_holder, resources, runner, schedule
+from app.services import dispatch, jobs
+from app.services.dispatch import TASK_FACTS
+from worker import (
+    engine_holder,
+    resources,
+    runner,
+    runner_collection,
+    runner_facts,
+    runner_ingest,
+    schedule,
+)
+from worker.batch_slots import BatchJobTask
 from worker.celery_app import (
     QUEUE_FOR_TASK,
     TASK_ANSWER,
@@ -27,7 +43,10 @@ from worker.celery_app import (
     broker_redelivers,
     send_job,
 )
-from worker.recovery import orphaned_jobs, prune_processed
+from worker.ingest import IngestOptions
+from worker.model_adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
+from worker.poison import JobTask
+from worker.recovery import fail_jobs_of_dead_processes, orphaned_jobs, prune_processed
 
 logger = logging.getLogger(__name__)
 
@@ -40,67 +59,122 @@ _RETRY = {
 }
 
 
-def _result(outcome: runner.RunOutcome) -> dict[str, Any]:
+def _model(settings: Any, priority: int) -> Any:
+    """The process's shared model for one task: its priority, ending at the task's limit."""
+    return engine_holder.get_chat_model(
+        settings, priority=priority, time_limit_s=settings.model_time_limit_s
+    )
+
+
+def _queue(task: Task, settings: Any, job_ids: list[int]) -> None:
+    """Queue committed jobs as every client does (app.services.dispatch.queue_job), through this
+    worker's app; one the broker refuses is failed with its sentence."""
+    if not job_ids:
+        return
+    with resources.sessions()() as session:
+        dispatch.queue_jobs(settings=settings, session=session, job_ids=job_ids, client=task.app)
+
+
+def _result(outcome: runner.RunOutcome, kind: JobKind, started: float) -> dict[str, Any]:
+    """The task's result, the job's end counted in the metrics (by kind, status and seconds)."""
+    metrics.record_job_ended(kind.value, outcome.status, time.perf_counter() - started)
     return {"job_id": outcome.job_id, "status": outcome.status}
 
 
-@shared_task(name=TASK_INGEST, **_RETRY)
+def _count_page_sources(job_id: int) -> None:
+    """The stored document's pages read by OCR and its bad redactions, into the metrics. The
+    parse ran in a child process; its counts came back in the job's stats (a document already
+    in the library has none: it was not parsed for this job)."""
+    with resources.sessions()() as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        stats = dict(job.stats or {}) if job is not None else {}
+    metrics.record_ocr_pages(int(stats.get("num_ocr_pages") or 0))
+    metrics.record_redactions(int(stats.get("num_redactions") or 0))
+
+
+@shared_task(name=TASK_INGEST, base=JobTask, **_RETRY)
 def ingest_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
-    outcome = runner.run_ingest(
+    started = time.perf_counter()
+    outcome = runner_ingest.run_ingest(
         job_id,
         sessions=resources.sessions(),
-        options=resources.ingest_options(settings),
+        options=IngestOptions.from_settings(settings),
         count_tokens=resources.count_tokens(),
         task_id=self.request.id,
+        embedder=resources.embedder(),
     )
-    for follow_up in outcome.follow_up_job_ids:  # committed by the runner already
-        send_job(self.app, JobKind.SUMMARIZE, follow_up)
-    return _result(outcome)
+    if outcome.status == runner.SUCCEEDED:
+        _count_page_sources(job_id)
+    # Committed by the runner already; key facts first, they are the shorter job.
+    follow_ups = [outcome.facts_job_id] if outcome.facts_job_id is not None else []
+    _queue(self, settings, [*follow_ups, *outcome.follow_up_job_ids])
+    return _result(outcome, JobKind.INGEST, started)
 
 
-@shared_task(name=TASK_SUMMARIZE, **_RETRY)
+@shared_task(name=TASK_SUMMARIZE, base=BatchJobTask, **_RETRY)
 def summarize_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
+    started = time.perf_counter()
     outcome = runner.run_summary(
         job_id,
         sessions=resources.sessions(),
-        model_factory=lambda: engine_holder.get_chat_model(settings),
+        model_factory=lambda: _model(settings, PRIORITY_BATCH),
         max_new_tokens=settings.summary_max_new_tokens,
         task_id=self.request.id,
+        embedder=resources.embedder(),
     )
-    return _result(outcome)
+    return _result(outcome, JobKind.SUMMARIZE, started)
 
 
-@shared_task(name=TASK_ANSWER, **_RETRY)
+@shared_task(name=TASK_ANSWER, base=JobTask, **_RETRY)
 def answer_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
-    outcome = runner.run_answer(
+    started = time.perf_counter()
+    is_collection = runner_collection.is_collection_job(job_id, resources.sessions())
+    run = runner_collection.run_collection_answer if is_collection else runner.run_answer
+    outcome = run(
         job_id,
         sessions=resources.sessions(),
-        model_factory=lambda: engine_holder.get_chat_model(settings),
+        model_factory=lambda: _model(settings, PRIORITY_INTERACTIVE),
         max_new_tokens=settings.answer_max_new_tokens,
         task_id=self.request.id,
+        embedder=resources.embedder(),
     )
-    return _result(outcome)
+    return _result(outcome, JobKind.ANSWER, started)
+
+
+@shared_task(name=TASK_FACTS, base=BatchJobTask, **_RETRY)
+def facts_task(self: Task, job_id: int) -> dict[str, Any]:
+    settings = resources.settings()
+    started = time.perf_counter()
+    outcome = runner_facts.run_facts(
+        job_id,
+        sessions=resources.sessions(),
+        model_factory=lambda: _model(settings, PRIORITY_BATCH),
+        task_id=self.request.id,
+    )
+    return _result(outcome, JobKind.FACTS, started)
 
 
 @shared_task(name=TASK_SCAN_INBOX, **_RETRY)
 def scan_inbox_task(self: Task) -> dict[str, Any]:
     settings = resources.settings()
     job_ids = schedule.scan_inbox(
-        sessions=resources.sessions(), inbox_dir=settings.inbox_dir, files_dir=settings.files_dir
+        sessions=resources.sessions(),
+        inbox_dir=settings.inbox_dir,
+        files_dir=settings.files_dir,
+        max_bytes=settings.max_upload_bytes,
+        keep_s=settings.inbox_keep_days * 24 * 3600,
     )
-    for job_id in job_ids:
-        send_job(self.app, JobKind.INGEST, job_id)
+    _queue(self, settings, job_ids)
     return {"num_jobs": len(job_ids)}
 
 
 @shared_task(name=TASK_SUMMARIZE_MISSING, **_RETRY)
 def summarize_missing_task(self: Task) -> dict[str, Any]:
     job_ids = schedule.queue_missing_summaries(sessions=resources.sessions())
-    for job_id in job_ids:
-        send_job(self.app, JobKind.SUMMARIZE, job_id)
+    _queue(self, resources.settings(), job_ids)
     return {"num_jobs": len(job_ids)}
 
 
@@ -111,10 +185,18 @@ def _fresh_child(**_: Any) -> None:
     resources.reset()
 
 
+@worker_process_shutdown.connect
+def _child_ended(pid: int | None = None, **_: Any) -> None:
+    # Its live gauges leave the worker's sum of the pool's metric files; its counters stay.
+    metrics_export.mark_process_dead(pid or os.getpid())
+
+
 @worker_ready.connect
 def _recover_on_start(sender: Any = None, **_: Any) -> None:
     settings = resources.settings()
+    fail_jobs_of_dead_processes(sessions=resources.sessions())
     if broker_redelivers(settings):
+        resources.reset()
         return  # Redis redelivers by itself after the visibility timeout
     app = sender.app
     queues = _consumed_queues(sender)

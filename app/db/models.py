@@ -9,16 +9,20 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     DateTime,
     Enum,
+    Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -33,6 +37,8 @@ NAMING_CONVENTION = {
 }
 
 JsonType = JSON().with_variant(JSONB(), "postgresql")
+# Server default of JSON list columns added to tables that already had rows.
+_EMPTY_LIST = text("'[]'")
 
 
 def utc_now() -> datetime:
@@ -71,10 +77,18 @@ class DocumentStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class PageSource(enum.StrEnum):
+    """Where a page's text came from (pipelines/page_sources.py)."""
+
+    TEXT_LAYER = "text_layer"
+    OCR = "ocr"
+
+
 class JobKind(enum.StrEnum):
     INGEST = "ingest"
     SUMMARIZE = "summarize"
     ANSWER = "answer"
+    FACTS = "facts"
 
 
 class JobStatus(enum.StrEnum):
@@ -84,9 +98,25 @@ class JobStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class FactSource(enum.StrEnum):
+    MODEL = "model"  # the model's value, validated against its quote
+    RULE = "rule"  # the model's value failed validation; a rule read this one from the quote
+    NONE = "none"  # no value found: left empty rather than guessed
+
+
 class SummaryMethod(enum.StrEnum):
     ONE_PASS = "one_pass"
     HIERARCHICAL = "hierarchical"
+
+
+class SupportStatus(enum.StrEnum):
+    """How an answer stands against its quotes (pipelines/answer_check.py says what each means)."""
+
+    SUPPORTED = "supported"
+    UNCHECKED = "unchecked"
+    UNSUPPORTED = "unsupported"
+    QUOTED = "quoted"
+    NO_ANSWER = "no_answer"
 
 
 def _enum(cls: type[enum.StrEnum], name: str) -> Enum:
@@ -123,6 +153,13 @@ class Document(Base):
     stored_path: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now, onupdate=utc_now)
+    # Pages read by OCR, and boxes that hide text still in the file (migration 0006; 0 before).
+    num_ocr_pages: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    num_redactions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # True when the text under those boxes was kept in the pages (LONGDOC_KEEP_HIDDEN_TEXT).
+    is_hidden_text_kept: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
 
     # passive_deletes: the database's ON DELETE CASCADE removes children without loading them.
     pages: Mapped[list["Page"]] = relationship(
@@ -145,6 +182,29 @@ class Page(Base):
     document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
     number: Mapped[int] = mapped_column(Integer)  # 1-based, as printed in citations
     text: Mapped[str] = mapped_column(Text)
+    # A PageSource value; a plain string, so a new source needs no constraint change.
+    source: Mapped[str] = mapped_column(
+        String(16), default=PageSource.TEXT_LAYER.value, server_default=PageSource.TEXT_LAYER.value
+    )
+    ocr_confidence: Mapped[float | None] = mapped_column(Float)  # 0 to 1; None: text layer
+
+
+class Redaction(Base):
+    """A dark box drawn over text that is still in the file (pipelines/redactions.py): where it
+    is (PDF points, origin bottom left) and how many characters it hides. Never the text."""
+
+    __tablename__ = "redactions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), index=True
+    )
+    page: Mapped[int] = mapped_column(Integer)
+    left: Mapped[float] = mapped_column(Float)
+    bottom: Mapped[float] = mapped_column(Float)
+    right: Mapped[float] = mapped_column(Float)
+    top: Mapped[float] = mapped_column(Float)
+    num_chars: Mapped[int] = mapped_column(Integer)
 
 
 class Passage(Base):
@@ -164,6 +224,10 @@ class Passage(Base):
     end_char: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     num_tokens: Mapped[int] = mapped_column(Integer)
+    # The unit vectors of the passage's sentences (float16, row after row) and the embedding model
+    # that made them; both None until it is embedded (before migration 0002, or embeddings off).
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    embedding_model: Mapped[str | None] = mapped_column(String(100))
 
 
 class Job(Base):
@@ -195,6 +259,16 @@ class Job(Base):
     stats: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     task_id: Mapped[str | None] = mapped_column(String(255), index=True)  # Celery's task id
     params: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    # The CLI process that runs this job itself (`longdoc ingest`); None: the workers run it.
+    owner_host: Mapped[str | None] = mapped_column(String(255))
+    owner_pid: Mapped[int | None] = mapped_column(Integer)
+    # Task runs that started and never ended: their worker died (worker/poison.py).
+    num_unfinished_runs: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # A question across a collection (document_id is then None): deleting the collection
+    # deletes the job, whose params hold the question.
+    collection_id: Mapped[int | None] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), index=True
+    )
 
 
 class Summary(Base):
@@ -214,6 +288,17 @@ class Summary(Base):
     model: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     stats: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    # The extractive summary beside the model's: sentences quoted verbatim, in document order,
+    # each {"text", "page", "start_char", "end_char", "passage_ordinal", "score"}.
+    key_passages: Mapped[list[dict[str, Any]]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
+    # Each sentence of `text` checked against the document, in order: {"text", "status"
+    # ("supported" | "unsupported" | "no_evidence"), "quotes" (as key_passages), "missing"}.
+    # Empty for summaries from before the check: they are shown as written.
+    sentence_support: Mapped[list[dict[str, Any]]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
 
 
 class Answer(Base):
@@ -230,6 +315,108 @@ class Answer(Base):
     answer: Mapped[str] = mapped_column(Text)
     cited_passage_ids: Mapped[list[int]] = mapped_column(JsonType, default=list)
     cited_pages: Mapped[list[int]] = mapped_column(JsonType, default=list)
+    model: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    stats: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    # The sentences the answer rests on, verbatim: [{"text", "page", "start_char", "end_char",
+    # "passage_ordinal", "score"}], best first. Empty for answers from before quotes existed.
+    quotes: Mapped[list[dict[str, Any]]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
+    # None for answers from before the check existed.
+    support: Mapped[SupportStatus | None] = mapped_column(_enum(SupportStatus, "support_status"))
+    # The model's own text when the best quote replaced it (unsupported, looping, empty).
+    model_answer: Mapped[str | None] = mapped_column(Text)
+    # What the model's answer stated that neither the quotes nor the document hold.
+    unsupported_claims: Mapped[list[str]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
+
+
+class Fact(Base):
+    """One key fact of a document (pipelines.facts): a field's value, the quoted sentences it
+    rests on ({"text", "page", "start_char", "end_char"} each, verbatim), its page and how it
+    was found. A document holds the facts of its latest facts job only; `position` is the
+    field's place in its schema, for showing and exporting fields in order."""
+
+    __tablename__ = "facts"
+    __table_args__ = (
+        UniqueConstraint("document_id", "field"),
+        CheckConstraint("confidence >= 0 AND confidence <= 1", name="confidence_range"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    # SET NULL: pruning old jobs keeps their facts.
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL"), index=True
+    )
+    field: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(Text)
+    position: Mapped[int] = mapped_column(Integer)
+    value: Mapped[str] = mapped_column(Text)
+    normalized_value: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[list[dict[str, Any]]] = mapped_column(JsonType, default=list)
+    page: Mapped[int | None] = mapped_column(Integer)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[FactSource] = mapped_column(_enum(FactSource, "fact_source"))
+    model: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class Collection(Base):
+    """A named set of documents (a matter, a case file, a set of papers). A document may be in
+    several. Deleting a collection never deletes its documents; deleting a document removes it
+    from its collections (both by the link table's ON DELETE CASCADE)."""
+
+    __tablename__ = "collections"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class CollectionDocument(Base):
+    __tablename__ = "collection_documents"
+
+    collection_id: Mapped[int] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Its own index: "which collections hold this document" (the key leads with the collection).
+    document_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    added_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class CollectionAnswer(Base):
+    """The answer to a question across a collection (worker/runner_collection.py).
+
+    `citations`: [{"document_id", "title", "page"}]; `quotes`: as Answer.quotes, each with its
+    "document_id" and "title"; `rows`: the per-document table of a question about every document,
+    [{"document_id", "title", "answer", "quote", "page", "source"}] ("fact", "model", "quote" or
+    "none"). The question and quotes are private like the documents: deleting the collection
+    deletes them, and deleting a document deletes the answers that quote it
+    (app/services/collections.py).
+    """
+
+    __tablename__ = "collection_answers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), index=True
+    )
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL"), unique=True
+    )
+    question: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str] = mapped_column(String(16))  # "retrieval" | "per_document"
+    answer: Mapped[str] = mapped_column(Text)
+    citations: Mapped[list[dict[str, Any]]] = mapped_column(JsonType, default=list)
+    quotes: Mapped[list[dict[str, Any]]] = mapped_column(JsonType, default=list)
+    rows: Mapped[list[dict[str, Any]]] = mapped_column(JsonType, default=list)
+    document_ids: Mapped[list[int]] = mapped_column(JsonType, default=list)  # every one it cites
+    support: Mapped[SupportStatus | None] = mapped_column(_enum(SupportStatus, "support_status"))
     model: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     stats: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)

@@ -21,14 +21,19 @@ def make_engine(url: str, *, sqlite_foreign_keys: bool = True) -> Engine:
     and with enforcement on a DROP TABLE runs ON DELETE CASCADE on the child rows.
     """
     backend = make_url(url).get_backend_name()
+    # hide_parameters: an error's text (logged, or shown in a traceback) never quotes the
+    # values of a statement, which hold titles, file names, page text and questions.
     if backend == "postgresql":
         # Fail within seconds, not minutes, when the server is down.
         return create_engine(
-            url, pool_pre_ping=True, connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}
+            url,
+            pool_pre_ping=True,
+            hide_parameters=True,
+            connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S},
         )
     if backend != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    engine = create_engine(url)
+        return create_engine(url, pool_pre_ping=True, hide_parameters=True)
+    engine = create_engine(url, hide_parameters=True)
     is_file = sqlite_file(url) is not None
 
     @event.listens_for(engine, "connect")

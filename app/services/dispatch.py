@@ -1,7 +1,8 @@
 """Queue background work by task name: a thin Celery client that imports nothing of the worker.
 
-The UI (and later the CLI) create a job row, then call `queue_job`: it gives the job a task id,
-commits, and only then sends the task, so a worker that picks it up at once finds the row.
+Every client (the UI, the CLI, beat's scheduled tasks and the ingest task's follow-ups) creates a
+job row, then calls `queue_job`: it gives the job a task id, commits, and only then sends the
+task, so a worker that picks it up at once finds the row; a broker that is down fails the job.
 Task and queue names here are the contract with worker/celery_app.py and must stay identical.
 
 The client sends only: it has no result backend (job rows are the source of truth) and never
@@ -11,6 +12,7 @@ opens the database through Celery.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,14 +22,19 @@ from uuid import uuid4
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from app.db.models import Job, JobKind
+from app import broker_files, metrics
+from app.db.models import Job, JobKind, JobStatus
 from app.errors import AppError
 from app.services import jobs
 from app.settings import Settings
 
+# "filesystem://" (the embedded broker) writes whole messages only: app/broker_files.py.
+broker_files.register()
+
 TASK_INGEST = "longdoc.ingest"
 TASK_SUMMARIZE = "longdoc.summarize"
 TASK_ANSWER = "longdoc.answer"
+TASK_FACTS = "longdoc.facts"
 
 QUEUE_INGEST = "ingest"
 QUEUE_GPU = "gpu"
@@ -38,11 +45,14 @@ TASK_FOR_KIND = {
     JobKind.INGEST: TASK_INGEST,
     JobKind.SUMMARIZE: TASK_SUMMARIZE,
     JobKind.ANSWER: TASK_ANSWER,
+    JobKind.FACTS: TASK_FACTS,
 }
 QUEUE_FOR_TASK = {
     TASK_INGEST: QUEUE_INGEST,
     TASK_SUMMARIZE: QUEUE_GPU_BATCH,
     TASK_ANSWER: QUEUE_GPU,
+    # Key facts are a model job like a summary, but short: queued ahead of the summary.
+    TASK_FACTS: QUEUE_GPU_BATCH,
 }
 EMBEDDED_POLLING_INTERVAL_S = 0.5
 
@@ -159,8 +169,32 @@ def queue_job(
             session=session, job_id=job.id, error_code=BrokerUnavailable.code, sentence=sentence
         )
         session.commit()
+        metrics.record_job_not_queued(JobKind(job.kind).value)
         raise BrokerUnavailable(sentence) from error
+    metrics.record_job_queued(JobKind(job.kind).value)
     return job.task_id
+
+
+def queue_jobs(
+    *, settings: Settings, session: Session, job_ids: Sequence[int], client: Celery | None = None
+) -> list[int]:
+    """queue_job for each committed job of `job_ids` that still exists and was never sent (still
+    queued, with no task id); returns those queued. One the broker refuses is failed with its
+    sentence and the rest are still tried.
+
+    A task that created follow-up jobs calls this after its own commit; when it fails there (the
+    database was locked as the task id was written) and runs again, its job is done and it only
+    sends the follow-ups that never went out. One with a task id was sent: sending it again
+    would run it twice."""
+    queued = []
+    for job_id in job_ids:
+        job = jobs.get_job(session=session, job_id=job_id)
+        if job is None or job.status != JobStatus.QUEUED or job.task_id is not None:
+            continue
+        with contextlib.suppress(BrokerUnavailable):
+            queue_job(settings=settings, session=session, job=job, client=client)
+            queued.append(job_id)
+    return queued
 
 
 def broker_status(settings: Settings, *, timeout_s: float = 1.0) -> BrokerStatus:

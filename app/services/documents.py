@@ -3,11 +3,12 @@
 Functions take a session and flush; the caller commits. "Not found" returns None (or False).
 """
 
+import dataclasses
 import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -16,8 +17,18 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import Document, DocumentKind, DocumentStatus, Page, Passage
+from app.db.models import (
+    Document,
+    DocumentKind,
+    DocumentStatus,
+    Page,
+    PageSource,
+    Passage,
+    Redaction,
+)
+from app.display import display_name, display_name_or_none
 from app.errors import DuplicateDocument, StoredFileError
+from app.services import collections
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _COPY_BLOCK_BYTES = 1024 * 1024
@@ -27,6 +38,20 @@ _COPY_BLOCK_BYTES = 1024 * 1024
 class NewPage:
     number: int  # 1-based
     text: str
+    source: PageSource = PageSource.TEXT_LAYER
+    ocr_confidence: float | None = None  # 0 to 1 on an OCR'd page
+
+
+@dataclass(frozen=True)
+class NewRedaction:
+    """A box that hides text still in the file: its page, corners (PDF points) and count."""
+
+    page: int
+    left: float
+    bottom: float
+    right: float
+    top: float
+    num_chars: int
 
 
 @dataclass(frozen=True)
@@ -38,6 +63,8 @@ class NewPassage:
     end_char: int
     text: str
     num_tokens: int
+    embedding: bytes | None = None  # its sentences' vectors as bytes (worker/vector_store.py)
+    embedding_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +79,8 @@ class NewDocument:
     passages: Sequence[NewPassage]
     title: str | None = None
     stored_path: str | None = None  # as returned by store_file, or relative to files_dir
+    redactions: Sequence[NewRedaction] = ()
+    is_hidden_text_kept: bool = False  # the text under `redactions` left in the pages
 
     def __post_init__(self) -> None:
         if not _SHA256_HEX.fullmatch(self.content_hash):
@@ -73,31 +102,46 @@ def store_document(*, session: Session, new: NewDocument) -> Document:
         raise DuplicateDocument(new.content_hash, existing.id)
     document = Document(
         content_hash=new.content_hash,
-        file_name=new.file_name,
-        title=new.title,
+        # Names and titles come from whoever made the file: no escapes or bidi overrides stored.
+        file_name=display_name(new.file_name)[:255] or "unnamed.pdf",
+        title=display_name_or_none(new.title),
         kind=DocumentKind(new.kind),
         num_pages=len(new.pages),
         num_chars=sum(len(page.text) for page in new.pages),
         num_tokens=new.num_tokens,
         status=DocumentStatus.READY,
         stored_path=new.stored_path,
-        pages=[Page(number=page.number, text=page.text) for page in new.pages],
-        passages=[
-            Passage(
-                ordinal=p.ordinal,
-                first_page=p.first_page,
-                last_page=p.last_page,
-                start_char=p.start_char,
-                end_char=p.end_char,
-                text=p.text,
-                num_tokens=p.num_tokens,
+        num_ocr_pages=sum(1 for page in new.pages if page.source == PageSource.OCR),
+        num_redactions=len(new.redactions),
+        is_hidden_text_kept=new.is_hidden_text_kept and bool(new.redactions),
+        pages=[
+            Page(
+                number=page.number,
+                text=page.text,
+                source=PageSource(page.source).value,
+                ocr_confidence=page.ocr_confidence,
             )
-            for p in new.passages
+            for page in new.pages
         ],
+        # NewPassage's fields are the row's columns (worker/passage_rows.py maps the pipelines').
+        passages=[Passage(**dataclasses.asdict(p)) for p in new.passages],
     )
     try:
         with session.begin_nested():
             session.add(document)
+            session.flush()
+            session.add_all(
+                Redaction(
+                    document_id=document.id,
+                    page=box.page,
+                    left=box.left,
+                    bottom=box.bottom,
+                    right=box.right,
+                    top=box.top,
+                    num_chars=box.num_chars,
+                )
+                for box in new.redactions
+            )
     except IntegrityError:
         raced = find_by_hash(session=session, content_hash=new.content_hash)
         if raced is None:
@@ -141,6 +185,24 @@ def get_pages(*, session: Session, document_id: int, number: int | None = None) 
     return list(session.scalars(query))
 
 
+def get_redactions(*, session: Session, document_id: int) -> list[Redaction]:
+    """The document's boxes that hide text still in its file, by page and position."""
+    query = (
+        select(Redaction)
+        .where(Redaction.document_id == document_id)
+        .order_by(Redaction.page, Redaction.top.desc(), Redaction.left, Redaction.id)
+    )
+    return list(session.scalars(query))
+
+
+def ocr_pages_of(*, session: Session, document_id: int) -> dict[int, float | None]:
+    """Page number -> OCR confidence of the document's pages that OCR read."""
+    query = select(Page.number, Page.ocr_confidence).where(
+        Page.document_id == document_id, Page.source == PageSource.OCR.value
+    )
+    return {number: confidence for number, confidence in session.execute(query)}
+
+
 def get_passages(
     *,
     session: Session,
@@ -158,8 +220,39 @@ def get_passages(
     return list(session.scalars(query))
 
 
+def set_passage_embeddings(
+    *, session: Session, document_id: int, model: str, embeddings: Mapping[int, bytes]
+) -> int:
+    """Store `embeddings` (passage ordinal -> vector bytes) made by `model` on the document's
+    passages and flush; the number of passages updated (ordinals it lacks are ignored)."""
+    updated = 0
+    for passage in get_passages(session=session, document_id=document_id):
+        if passage.ordinal in embeddings:
+            passage.embedding = embeddings[passage.ordinal]
+            passage.embedding_model = model
+            updated += 1
+    session.flush()
+    return updated
+
+
+def documents_missing_embeddings(*, session: Session, model: str) -> list[int]:
+    """Ids of ready documents with a passage that has no vector of `model`, oldest first."""
+    lacking = (
+        select(Passage.document_id)
+        .where(or_(Passage.embedding.is_(None), Passage.embedding_model != model))
+        .distinct()
+    )
+    query = (
+        select(Document.id)
+        .where(Document.status == DocumentStatus.READY, Document.id.in_(lacking))
+        .order_by(Document.id)
+    )
+    return list(session.scalars(query))
+
+
 def delete_document(*, session: Session, document_id: int, files_dir: Path) -> bool:
-    """Delete the document and, by cascade, its pages, passages, jobs, summaries and answers.
+    """Delete the document and, by cascade, its pages, passages, jobs, summaries and answers,
+    its place in collections, and the collection answers that quote it.
 
     Its stored file is removed too when it lies inside `files_dir` (a path elsewhere is never
     touched). Flushes; the caller commits. False when there is no such document.
@@ -168,6 +261,7 @@ def delete_document(*, session: Session, document_id: int, files_dir: Path) -> b
     if document is None:
         return False
     stored_path = document.stored_path
+    collections.forget_document(session=session, document_id=document_id)
     session.delete(document)
     session.flush()
     if stored_path:
@@ -183,8 +277,11 @@ def content_hash_of(path: Path) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def store_file(*, files_dir: Path, content_hash: str, data: bytes | Path) -> Path:
+def store_file(*, files_dir: Path, content_hash: str, data: bytes | Path | BinaryIO) -> Path:
     """Store an uploaded file as files_dir/<hash[:2]>/<hash>.pdf and return that path.
+
+    `data` is the content, a path, or a binary file open at its start (the inbox passes the file
+    it opened without following symlinks, so what is stored is what it checked).
 
     The write is atomic (temporary file, then rename), so a reader never sees half a file; the
     content is checked against `content_hash` on the way. Storing the same content twice is a
@@ -215,13 +312,19 @@ def store_file(*, files_dir: Path, content_hash: str, data: bytes | Path) -> Pat
     return target
 
 
-def _copy_and_hash(data: bytes | Path, out: BinaryIO) -> str:
+def _copy_and_hash(data: bytes | Path | BinaryIO, out: BinaryIO) -> str:
     if isinstance(data, bytes):
         out.write(data)
         return hashlib.sha256(data).hexdigest()
+    if isinstance(data, Path):
+        with data.open("rb") as source:
+            return _copy_blocks(source, out)
+    return _copy_blocks(data, out)
+
+
+def _copy_blocks(source: BinaryIO, out: BinaryIO) -> str:
     hasher = hashlib.sha256()
-    with data.open("rb") as source:
-        while block := source.read(_COPY_BLOCK_BYTES):
-            hasher.update(block)
-            out.write(block)
+    while block := source.read(_COPY_BLOCK_BYTES):
+        hasher.update(block)
+        out.write(block)
     return hasher.hexdigest()

@@ -5,9 +5,12 @@ it). Functions that take a job_id return None when there is no such job, e.g. wh
 document was deleted (and the job with it) while the task ran.
 """
 
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobKind, JobStatus, utc_now
@@ -19,15 +22,92 @@ def create_job(
     kind: JobKind,
     document_id: int | None = None,
     params: dict[str, Any] | None = None,
+    owner_host: str | None = None,
+    owner_pid: int | None = None,
 ) -> Job:
-    """A queued job. `params` must be JSON-serialisable (e.g. {"question": ...})."""
+    """A queued job. `params` must be JSON-serialisable (e.g. {"question": ...}).
+
+    `owner_host` and `owner_pid` name the process that runs the job itself, outside the
+    workers (`longdoc ingest`): the workers' restart sweep never queues such a job again.
+    """
     job = Job(
         kind=JobKind(kind),
         status=JobStatus.QUEUED,
         document_id=document_id,
         params=dict(params or {}),
+        owner_host=owner_host,
+        owner_pid=owner_pid,
     )
     session.add(job)
+    session.flush()
+    return job
+
+
+@dataclass(frozen=True)
+class IngestParams:
+    """An ingest job's params: the file to read and what follows it, as `Job.params` holds them
+    (JSON, `to_dict`). `from_dict` reads any row, also one written before this type."""
+
+    file_name: str  # shown to people; the stored copy is named by its content hash
+    path: str | None = None  # the copy in the document store; None: a refusal recorded as a job
+    source: str | None = None  # "upload" or "inbox"; None: the command line
+    kind: str | None = None  # legal, medical or other; None: guessed from the text
+    password: str | None = None  # an encrypted PDF's, until the ingest has an outcome
+    then_summarize: bool = False  # a summarize job follows, created as the ingest job finishes
+    then_facts: bool = False  # a key-facts job follows a newly stored document
+    collection_id: int | None = None  # the stored (or already present) document joins it
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON for `Job.params`; unset values are left out (no password key unless set)."""
+        values = dataclasses.asdict(self)
+        return {key: value for key, value in values.items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any] | None) -> "IngestParams":
+        """The params of a job row; unknown keys are ignored, wrong types read as unset."""
+        values = params or {}
+
+        def text(key: str) -> str | None:
+            value = values.get(key)
+            return value if isinstance(value, str) and value else None
+
+        collection_id = values.get("collection_id")
+        return cls(
+            file_name=text("file_name") or "",
+            path=text("path"),
+            source=text("source"),
+            kind=text("kind"),
+            password=text("password"),
+            then_summarize=bool(values.get("then_summarize")),
+            then_facts=bool(values.get("then_facts")),
+            collection_id=collection_id if isinstance(collection_id, int) else None,
+        )
+
+
+def create_ingest_job(
+    *,
+    session: Session,
+    params: IngestParams,
+    owner_host: str | None = None,
+    owner_pid: int | None = None,
+) -> Job:
+    """A queued ingest job for one file (see create_job for the owner)."""
+    return create_job(
+        session=session,
+        kind=JobKind.INGEST,
+        params=params.to_dict(),
+        owner_host=owner_host,
+        owner_pid=owner_pid,
+    )
+
+
+def forget_password(*, session: Session, job_id: int) -> Job | None:
+    """Remove the PDF password from an ingest job's params; it is kept only until the ingest has
+    an outcome. Flushes; the caller commits."""
+    job = session.get(Job, job_id)
+    if job is None or "password" not in (job.params or {}):
+        return job
+    job.params = {key: value for key, value in job.params.items() if key != "password"}
     session.flush()
     return job
 
@@ -53,6 +133,29 @@ def list_jobs(
     if document_id is not None:
         query = query.where(Job.document_id == document_id)
     return list(session.scalars(query))
+
+
+def list_document_jobs(
+    *, session: Session, document_id: int, kind: JobKind, limit: int = 200
+) -> list[Job]:
+    """The document's newest `limit` jobs of `kind`, oldest first (the order of a conversation)."""
+    newest = list_jobs(session=session, kind=kind, document_id=document_id, limit=limit)
+    return list(reversed(newest))
+
+
+def get_jobs(*, session: Session, job_ids: Sequence[int]) -> dict[int, Job]:
+    """The jobs of `job_ids` that exist, by id (a deleted document's jobs are gone)."""
+    if not job_ids:
+        return {}
+    return {job.id: job for job in session.scalars(select(Job).where(Job.id.in_(job_ids)))}
+
+
+def count_by_status(*, session: Session) -> dict[JobStatus, int]:
+    """How many jobs are in each status, every status present (0 when none)."""
+    rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
+    counts = {status: 0 for status in JobStatus}
+    counts.update({JobStatus(status): int(n) for status, n in rows})
+    return counts
 
 
 def start_job(*, session: Session, job_id: int, task_id: str | None = None) -> Job | None:
@@ -90,7 +193,7 @@ def finish_job(
     stats: dict[str, Any] | None = None,
     document_id: int | None = None,
 ) -> Job | None:
-    """Mark the job succeeded. `document_id` links an ingest job to the document it stored
+    """Mark the job succeeded (stage "done"). `document_id` links an ingest job to the document it stored
     (or found already stored); `stats` (JSON: timings, counts) replaces any earlier stats."""
     job = session.get(Job, job_id)
     if job is None:
@@ -99,12 +202,34 @@ def finish_job(
     job.finished_at = utc_now()
     job.error_code = None
     job.error = None
+    # A finished job's last stage is "done", never the one it was in when it finished.
+    job.stage = "done"
+    job.progress_done = max(job.progress_done or 0, job.progress_total or 0)
     if stats is not None:
         job.stats = dict(stats)
     if document_id is not None:
         job.document_id = document_id
     session.flush()
     return job
+
+
+def fail_abandoned_jobs(
+    *, session: Session, host: str, is_alive: Callable[[int], bool], sentence: str
+) -> list[int]:
+    """Fail the running jobs whose owning process on `host` is gone (`is_alive(pid)` False).
+
+    Jobs owned on other hosts are left alone: their processes cannot be seen from here.
+    Returns the ids failed; flushes, the caller commits.
+    """
+    query = select(Job).where(
+        Job.status == JobStatus.RUNNING, Job.owner_host == host, Job.owner_pid.is_not(None)
+    )
+    failed = []
+    for job in session.scalars(query):
+        if not is_alive(job.owner_pid):
+            fail_job(session=session, job_id=job.id, error_code="owner_gone", sentence=sentence)
+            failed.append(job.id)
+    return failed
 
 
 def fail_job(*, session: Session, job_id: int, error_code: str, sentence: str) -> Job | None:

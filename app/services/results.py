@@ -20,7 +20,11 @@ from app.db.models import (
     JobKind,
     Summary,
     SummaryMethod,
+    SupportStatus,
 )
+
+# What every stored quote (an answer's quote, a key passage) holds at least.
+QUOTE_FIELDS = frozenset({"text", "page", "start_char", "end_char"})
 
 
 def get_summary_for_job(*, session: Session, job_id: int) -> Summary | None:
@@ -40,8 +44,13 @@ def save_summary(
     text: str,
     model: str,
     stats: dict[str, Any] | None = None,
+    key_passages: Sequence[dict[str, Any]] = (),
+    sentence_support: Sequence[dict[str, Any]] = (),
 ) -> Summary:
-    """The job's summary: stored now, or the one an earlier delivery of the job stored."""
+    """The job's summary: stored now, or the one an earlier delivery of the job stored.
+
+    `key_passages` are the extractive summary's quotes (see Summary.key_passages);
+    `sentence_support` each sentence of `text` with its status and quotes."""
     existing = get_summary_for_job(session=session, job_id=job_id)
     if existing is not None:
         return existing
@@ -52,6 +61,8 @@ def save_summary(
         text=text,
         model=model,
         stats=dict(stats or {}),
+        key_passages=[_quote_row(quote) for quote in key_passages],
+        sentence_support=[_sentence_row(row) for row in sentence_support],
     )
     try:
         with session.begin_nested():
@@ -75,8 +86,15 @@ def save_answer(
     cited_passage_ids: Sequence[int],
     model: str,
     stats: dict[str, Any] | None = None,
+    quotes: Sequence[dict[str, Any]] = (),
+    support: SupportStatus | str | None = None,
+    model_answer: str | None = None,
+    unsupported_claims: Sequence[str] = (),
 ) -> Answer:
-    """The job's answer: stored now, or the one an earlier delivery of the job stored."""
+    """The job's answer: stored now, or the one an earlier delivery of the job stored.
+
+    `quotes` are the sentences it rests on and `support` how it stands against them (see the
+    Answer columns); `model_answer` is the model's own text when the best quote replaced it."""
     existing = get_answer_for_job(session=session, job_id=job_id)
     if existing is not None:
         return existing
@@ -89,6 +107,10 @@ def save_answer(
         cited_passage_ids=list(cited_passage_ids),
         model=model,
         stats=dict(stats or {}),
+        quotes=[_quote_row(quote) for quote in quotes],
+        support=SupportStatus(support) if support is not None else None,
+        model_answer=model_answer,
+        unsupported_claims=[str(claim) for claim in unsupported_claims],
     )
     try:
         with session.begin_nested():
@@ -101,6 +123,37 @@ def save_answer(
     return row
 
 
+def _quote_row(quote: dict[str, Any]) -> dict[str, Any]:
+    """A quote as stored: its verbatim text, page and document offsets, passage and score."""
+    missing = QUOTE_FIELDS - quote.keys()
+    if missing:
+        raise ValueError(f"a quote needs {', '.join(sorted(missing))}")
+    return {
+        "text": str(quote["text"]),
+        "page": int(quote["page"]),
+        "start_char": int(quote["start_char"]),
+        "end_char": int(quote["end_char"]),
+        "passage_ordinal": int(quote.get("passage_ordinal", -1)),
+        "score": float(quote.get("score", 0.0)),
+    }
+
+
+SENTENCE_STATUSES = frozenset({"supported", "unsupported", "no_evidence"})
+
+
+def _sentence_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary sentence as stored: its text, status, quotes and missing claims."""
+    status = str(row.get("status", ""))
+    if status not in SENTENCE_STATUSES:
+        raise ValueError(f"a summary sentence's status is one of {sorted(SENTENCE_STATUSES)}")
+    return {
+        "text": str(row["text"]),
+        "status": status,
+        "quotes": [_quote_row(quote) for quote in row.get("quotes", ())],
+        "missing": [str(claim) for claim in row.get("missing", ())],
+    }
+
+
 def list_summaries(*, session: Session, document_id: int) -> list[Summary]:
     """Newest first."""
     query = (
@@ -109,6 +162,21 @@ def list_summaries(*, session: Session, document_id: int) -> list[Summary]:
         .order_by(Summary.created_at.desc(), Summary.id.desc())
     )
     return list(session.scalars(query))
+
+
+def list_answers(*, session: Session, document_id: int) -> list[Answer]:
+    """Oldest first: the order of a conversation."""
+    query = (
+        select(Answer)
+        .where(Answer.document_id == document_id)
+        .order_by(Answer.created_at, Answer.id)
+    )
+    return list(session.scalars(query))
+
+
+def summarized_document_ids(*, session: Session) -> set[int]:
+    """Ids of the documents that have at least one summary."""
+    return set(session.scalars(select(Summary.document_id).distinct()))
 
 
 def documents_needing_summary(*, session: Session, limit: int = 50) -> list[int]:

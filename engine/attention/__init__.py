@@ -8,12 +8,10 @@ import torch
 from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
 from engine.attention.cpu_flash import CpuFlashBackend, is_cpu_flash_available
 from engine.attention.flash import flash_attn_version, make_flash_backend
+from engine.config import ATTENTION_BACKENDS
 from engine.errors import EngineError
 
-BACKEND_NAMES = ("auto", "flash_attn", "flex", "cudnn", "cpu_flash", "sdpa")
-
 __all__ = [
-    "BACKEND_NAMES",
     "AttentionBackend",
     "AttentionMetadata",
     "gather_kv",
@@ -92,5 +90,5 @@ def select_backend(
             )
         return backend
     raise EngineError(
-        f"Unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}."
+        f"Unknown attention backend {name!r}; choose one of {', '.join(ATTENTION_BACKENDS)}."
     )

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -31,7 +29,7 @@ logger = logging.getLogger(__name__)
 _SOURCE = Path(__file__).parent / "csrc" / "cpu_flash_attn.cpp"
 # The module's name and its folder in torch's extensions cache; ninja rebuilds it there
 # whenever the source or the flags change.
-_EXTENSION_NAME = "longdoc_cpu_flash_attn_v1"
+_EXTENSION_NAME = "longdoc_cpu_flash_attn_v2"
 _CFLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-fopenmp"]
 # Without OpenMP in the extension, at::parallel_for (a header template) runs single-threaded.
 # The process already holds torch's libgomp (same soname), so the loader reuses it: one
@@ -44,12 +42,12 @@ def load_cpu_flash() -> ModuleType | None:
     """The compiled extension, or None (the reason logged at debug level) where it cannot be
     built or the CPU lacks AVX-512. Loads once per process. The first build takes ~20 s (a C++
     compiler, and the `ninja` executable on PATH, are needed each time: torch runs ninja to
-    check the cached binary); torch keeps the binary in its extensions folder."""
+    check the cached binary); torch keeps the binary in its extensions folder. The engine
+    leaves PATH to its caller (worker/kernel_build.py puts the ninja wheel's folder there)."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability != "AVX512":
         logger.debug("CPU flash attention off: CPU capability %s, not AVX512", capability)
         return None
-    _put_ninja_on_path()
     try:
         from torch.utils.cpp_extension import load
 
@@ -63,19 +61,6 @@ def load_cpu_flash() -> ModuleType | None:
     except Exception as exc:  # a missing compiler or ninja, a failed build: keep SDPA
         logger.debug("CPU flash attention off: building the extension failed: %s", exc)
         return None
-
-
-def _put_ninja_on_path() -> None:
-    """torch runs `ninja` from PATH; the `ninja` wheel (an engine dependency) sits in the
-    virtual environment's bin folder, which is not on PATH when .venv/bin/longdoc is run
-    without activating the environment."""
-    if shutil.which("ninja") is not None:
-        return
-    try:
-        import ninja
-    except ImportError:
-        return
-    os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
 
 
 def supports_head_dim(head_dim: int) -> bool:
@@ -105,6 +90,26 @@ def cpu_flash_attention(
     if out is None:
         out = torch.empty(q.shape, dtype=torch.float32)  # [T, H, D]
     return ext.causal_attention(q, k, v, start, out)
+
+
+def cpu_paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    max_context_len: int | None = None,
+) -> torch.Tensor:
+    """One query per row against its paged KV (see engine/attention/decode.py): q [B, H, D]
+    fp32, caches [blocks, block_size, KV, D], block_tables [B, max_blocks] int32, context_lens
+    [B] int32 -> [B, H, D]. All rows in one parallel region."""
+    ext = load_cpu_flash()
+    if ext is None:
+        raise RuntimeError("the CPU flash-attention extension is unavailable")
+    del max_context_len  # the kernel reads each row's own length
+    out = torch.empty(q.shape, dtype=torch.float32)
+    return ext.paged_decode(q, k_cache, v_cache, block_tables, context_lens, out)
 
 
 class CpuFlashBackend(AttentionBackend):
@@ -137,10 +142,3 @@ def is_cpu_flash_available(dtype: torch.dtype, head_dim: int | None) -> bool:
         and (head_dim is None or supports_head_dim(head_dim))
         and load_cpu_flash() is not None
     )
-
-
-def build_now() -> None:
-    """Build the kernel now and say so (make venv runs this, so no request waits ~20 s for it)."""
-    logging.basicConfig(level=logging.INFO)
-    logger.setLevel(logging.DEBUG)  # the reason, where it stays off
-    print("CPU flash attention:", "built" if load_cpu_flash() is not None else "off (SDPA kept)")

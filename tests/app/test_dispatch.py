@@ -80,17 +80,24 @@ def test_the_names_match_the_worker_contract() -> None:
         JobKind.INGEST: "longdoc.ingest",
         JobKind.SUMMARIZE: "longdoc.summarize",
         JobKind.ANSWER: "longdoc.answer",
+        JobKind.FACTS: "longdoc.facts",
     }
     assert dispatch.QUEUE_FOR_TASK == {
         "longdoc.ingest": "ingest",
         "longdoc.summarize": "gpu_batch",
         "longdoc.answer": "gpu",
+        "longdoc.facts": "gpu_batch",
     }
 
 
 @pytest.mark.parametrize(
     ("kind", "queue"),
-    [(JobKind.INGEST, "ingest"), (JobKind.SUMMARIZE, "gpu_batch"), (JobKind.ANSWER, "gpu")],
+    [
+        (JobKind.INGEST, "ingest"),
+        (JobKind.SUMMARIZE, "gpu_batch"),
+        (JobKind.ANSWER, "gpu"),
+        (JobKind.FACTS, "gpu_batch"),
+    ],
 )
 def test_embedded_broker_gets_the_task_by_name_after_the_row_is_committed(
     tmp_path: Path, kind: JobKind, queue: str
@@ -160,3 +167,26 @@ def test_an_unreachable_broker_fails_the_job_with_a_sentence(tmp_path: Path) -> 
     engine.dispose()
     assert dispatch.queue_lengths(settings) is None
     assert dispatch.broker_status(settings, timeout_s=0.3).worker_names is None
+
+
+def test_queue_jobs_sends_only_the_jobs_never_sent(tmp_path: Path) -> None:
+    # A task whose follow-ups' queueing failed (the database locked as a task id was written)
+    # runs again and names them again: those already sent must not go twice.
+    settings = make_settings(tmp_path)
+    upgrade(settings.database_url)
+    from app.db.session import make_engine, session_factory
+
+    engine = make_engine(settings.database_url)
+    with session_factory(engine)() as session:
+        sent = queued_job(session, JobKind.SUMMARIZE)
+        dispatch.queue_job(settings=settings, session=session, job=sent)
+        unsent = queued_job(session, JobKind.SUMMARIZE)
+        done = queued_job(session, JobKind.SUMMARIZE)
+        jobs.finish_job(session=session, job_id=done.id)
+        session.commit()
+        ids = [sent.id, unsent.id, done.id]
+        assert dispatch.queue_jobs(settings=settings, session=session, job_ids=ids) == [unsent.id]
+        session.refresh(unsent)
+        assert unsent.task_id is not None
+    engine.dispose()
+    assert dispatch.queue_lengths(settings)["gpu_batch"] == 2

@@ -4,9 +4,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Answer, JobKind, Summary, SummaryMethod
+from app.db.models import Answer, JobKind, Summary, SummaryMethod, SupportStatus
 from app.services import documents, jobs, results
-from tests.app.test_services import new_document
+from tests.app.new_documents import new_document
 
 
 def _document_and_job(session: Session, kind: JobKind = JobKind.SUMMARIZE) -> tuple[int, int]:
@@ -90,3 +90,133 @@ def test_documents_needing_summary_skips_summarized_and_already_tried(session: S
     assert [s.id for s in results.list_summaries(session=session, document_id=summarized.id)] == [
         results.get_summary_for_job(session=session, job_id=job.id).id
     ]
+
+
+QUOTE = {
+    "text": "This Agreement is governed by the laws of Ohio.",
+    "page": 3,
+    "start_char": 120,
+    "end_char": 167,
+    "passage_ordinal": 4,
+    "score": 0.5,
+}
+
+
+def test_quotes_support_and_key_passages_round_trip(session: Session) -> None:
+    document_id, summary_job = _document_and_job(session)
+    answer_job = jobs.create_job(session=session, kind=JobKind.ANSWER, document_id=document_id).id
+    session.commit()
+    results.save_summary(
+        session=session,
+        job_id=summary_job,
+        document_id=document_id,
+        method="one_pass",
+        text="s",
+        model="m",
+        key_passages=[QUOTE, {**QUOTE, "page": 5, "start_char": 300, "end_char": 347}],
+    )
+    results.save_answer(
+        session=session,
+        job_id=answer_job,
+        document_id=document_id,
+        question="Which law governs?",
+        answer='"This Agreement is governed by the laws of Ohio." (quoted from p. 3)',
+        cited_pages=[3],
+        cited_passage_ids=[],
+        model="m",
+        quotes=[QUOTE],
+        support="unsupported",
+        model_answer="Nevada law governs.",
+        unsupported_claims=["Nevada"],
+    )
+    session.commit()
+    session.expunge_all()
+
+    summary = results.get_summary_for_job(session=session, job_id=summary_job)
+    assert [p["page"] for p in summary.key_passages] == [3, 5]
+    assert summary.key_passages[0] == QUOTE
+    answer = results.get_answer_for_job(session=session, job_id=answer_job)
+    assert answer.quotes == [QUOTE]
+    assert answer.support == SupportStatus.UNSUPPORTED
+    assert (answer.model_answer, answer.unsupported_claims) == ("Nevada law governs.", ["Nevada"])
+
+
+def test_an_answer_saved_the_old_way_has_no_quotes_and_no_support(session: Session) -> None:
+    document_id, job_id = _document_and_job(session, JobKind.ANSWER)
+    results.save_answer(
+        session=session,
+        job_id=job_id,
+        document_id=document_id,
+        question="q",
+        answer="a",
+        cited_pages=[],
+        cited_passage_ids=[],
+        model="m",
+    )
+    session.commit()
+    session.expunge_all()
+    answer = results.get_answer_for_job(session=session, job_id=job_id)
+    assert (answer.quotes, answer.support, answer.model_answer) == ([], None, None)
+
+
+def test_a_quote_without_its_page_is_refused(session: Session) -> None:
+    document_id, job_id = _document_and_job(session)
+    with pytest.raises(ValueError, match="page"):
+        results.save_summary(
+            session=session,
+            job_id=job_id,
+            document_id=document_id,
+            method="one_pass",
+            text="s",
+            model="m",
+            key_passages=[{"text": "t", "start_char": 0, "end_char": 1}],
+        )
+
+
+def test_a_summarys_checked_sentences_round_trip_and_read_as_views(session: Session) -> None:
+    from app.services.summary_sentences import sentence_views, support_line
+
+    document_id, job_id = _document_and_job(session)
+    quote = {"text": "Ohio law governs.", "page": 4, "start_char": 10, "end_char": 27}
+    results.save_summary(
+        session=session,
+        job_id=job_id,
+        document_id=document_id,
+        method="one_pass",
+        text="Ohio law governs it. Nevada courts hear disputes.",
+        model="m",
+        sentence_support=[
+            {"text": "Ohio law governs it.", "status": "supported", "quotes": [quote]},
+            {"text": "Nevada courts hear disputes.", "status": "unsupported",
+             "quotes": [], "missing": ["Nevada"]},
+        ],
+    )  # fmt: skip
+    session.commit()
+    session.expire_all()
+    (stored,) = results.list_summaries(session=session, document_id=document_id)
+    supported, invented = sentence_views(stored.sentence_support)
+    assert supported.is_supported and supported.page == 4 and supported.note == ""
+    assert supported.quotes[0]["passage_ordinal"] == -1  # filled in as for any quote
+    assert not invented.is_supported and invented.page is None
+    assert invented.note == 'not in the document: "Nevada"'
+    assert support_line([supported, invented]) == (
+        "1 of 2 sentences rest on a quoted passage of the document; 1 is set apart below, not "
+        "supported by it."
+    )
+    assert (
+        support_line([supported]) == "Every sentence (1) rests on a quoted passage of the document."
+    )
+
+
+def test_a_summary_sentence_with_an_unknown_status_is_refused(session: Session) -> None:
+    document_id, job_id = _document_and_job(session)
+    with pytest.raises(ValueError, match="status is one of"):
+        results.save_summary(
+            session=session,
+            job_id=job_id,
+            document_id=document_id,
+            method="one_pass",
+            text="t",
+            model="m",
+            sentence_support=[{"text": "t", "status": "maybe", "quotes": []}],
+        )

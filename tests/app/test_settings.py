@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.settings import DEFAULT_MODEL, Settings, get_settings
+from app.errors import InvalidSettings
+from app.settings import DEFAULT_MODEL, Settings, get_settings, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -152,3 +153,27 @@ def test_unusable_background_values_are_refused(
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_load_settings_names_the_bad_setting_and_never_repeats_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LONGDOC_MAX_PAGES", "secret-ish-value")
+    with pytest.raises(InvalidSettings) as caught:
+        load_settings()
+    assert str(caught.value).startswith("Invalid setting LONGDOC_MAX_PAGES: ")
+    assert "secret-ish-value" not in str(caught.value)
+    monkeypatch.setenv("LONGDOC_MAX_PAGES", "7")
+    get_settings.cache_clear()
+    assert load_settings().max_pages == 7
+    get_settings.cache_clear()
+
+
+def test_batch_slots_default_to_concurrency_less_two_except_on_sqlite(tmp_path: Path) -> None:
+    postgres = "postgresql+psycopg://longdoc@db/longdoc"
+    assert Settings(database_url=postgres).num_model_batch_slots == 6  # 8 threads, 2 kept free
+    assert Settings(database_url=postgres, model_worker_concurrency=32).num_model_batch_slots == 30
+    assert Settings().num_model_batch_slots == 1  # SQLite: one writer at a time
+    assert Settings(model_batch_slots=3).num_model_batch_slots == 3
+    # Never every thread: one stays free for questions.
+    assert Settings(database_url=postgres, model_batch_slots=8).num_model_batch_slots == 7

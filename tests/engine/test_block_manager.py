@@ -242,17 +242,6 @@ def test_append_slot_without_free_blocks_fails_clearly():
         manager.append_slot(seq)
 
 
-def test_slot_mapping_follows_the_block_table():
-    manager = BlockManager(num_blocks=8, block_size=BS)
-    seq = make_seq(range(10))
-    manager.allocate(seq)
-    seq.block_table = [5, 2, 7]
-    assert manager.slot_mapping(seq, 2, 7) == [22, 23, 8, 9, 10]
-    assert manager.slot_mapping(seq, 8, 10) == [28, 29]
-    with pytest.raises(ValueError):
-        manager.slot_mapping(seq, 0, 13)
-
-
 def test_commit_must_grow_within_the_sequence():
     manager = BlockManager(num_blocks=8, block_size=BS)
     seq = make_seq(range(10))

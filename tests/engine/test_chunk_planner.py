@@ -8,7 +8,6 @@ from engine.chunk_planner import (
     logits_bytes,
     plan_chunk_size,
     plan_num_kv_blocks,
-    split_into_chunks,
 )
 
 MiB = 1024 * 1024
@@ -50,7 +49,7 @@ def plan(shape, dtype_bytes, budget, **overrides):
         "free_bytes": budget + headroom + logits_bytes(shape, dtype_bytes),
         "shape": shape,
         "dtype_bytes": dtype_bytes,
-        "num_context_tokens": 0,
+        "num_prior_tokens": 0,
         "num_remaining_tokens": 100_000,
         "min_chunk": 32,
         "max_chunk": 8192,
@@ -79,13 +78,13 @@ def test_num_kv_blocks():
 
 
 def test_activation_bytes_per_token_by_hand():
-    no_scores = {"num_context_tokens": 5000, "attention_materializes_scores": False}
+    no_scores = {"num_key_tokens": 5000, "attention_materializes_scores": False}
     assert activation_bytes_per_token(LLAMA_3_8B, 2, **no_scores) == LLAMA_BF16_BYTES_PER_TOKEN
     assert activation_bytes_per_token(SMOLLM2_135M, 4, **no_scores) == SMOL_FP32_BYTES_PER_TOKEN
     # The math path adds the fp32 scores of one query row against the whole context.
     assert (
         activation_bytes_per_token(
-            SMOLLM2_135M, 4, num_context_tokens=1000, attention_materializes_scores=True
+            SMOLLM2_135M, 4, num_key_tokens=1000, attention_materializes_scores=True
         )
         == 33792 + 72 * 1000
     )
@@ -97,7 +96,7 @@ def test_chunk_peak_uses_the_chunk_end_as_key_length():
         LLAMA_3_8B,
         2,
         chunk_size=512,
-        num_context_tokens=4096,
+        num_prior_tokens=4096,
         attention_materializes_scores=True,
     )
     assert peak == 512 * (139264 + 256 * 4608)
@@ -123,7 +122,7 @@ def test_smollm_chunk_on_cpu_is_quadratic_in_the_chunk():
     # With 10,000 tokens already cached, 1024 tokens cost 1024 * (33792 + 72 * 11024).
     later = 1024 * (33792 + 72 * 11024)
     assert (
-        plan(SMOLLM2_135M, 4, later, attention_materializes_scores=True, num_context_tokens=10_000)
+        plan(SMOLLM2_135M, 4, later, attention_materializes_scores=True, num_prior_tokens=10_000)
         == 1024
     )
     assert (
@@ -132,7 +131,7 @@ def test_smollm_chunk_on_cpu_is_quadratic_in_the_chunk():
             4,
             110_100_480,
             attention_materializes_scores=True,
-            num_context_tokens=10_000,
+            num_prior_tokens=10_000,
         )
         < 1024
     )
@@ -151,7 +150,7 @@ def test_free_memory_below_the_headroom_plans_nothing():
             free_bytes=100 * MiB,
             shape=SMOLLM2_135M,
             dtype_bytes=4,
-            num_context_tokens=0,
+            num_prior_tokens=0,
             num_remaining_tokens=1000,
             min_chunk=32,
             max_chunk=8192,
@@ -179,7 +178,7 @@ def test_monotonic_in_free_memory_and_within_bounds(shape, scores):
             2,
             budget,
             attention_materializes_scores=scores,
-            num_context_tokens=3000,
+            num_prior_tokens=3000,
             min_chunk=48,
             max_chunk=4010,
             num_remaining_tokens=50_000,
@@ -213,11 +212,3 @@ def test_shape_from_hf_config():
     assert ModelShape.from_hf_config(config) == SMOLLM2_135M
     with pytest.raises(ValueError):
         ModelShape(1, 64, 64, num_heads=3, num_kv_heads=2, head_dim=8, vocab_size=10)
-
-
-def test_split_into_chunks():
-    assert split_into_chunks(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert split_into_chunks(8, 4) == [(0, 4), (4, 8)]
-    assert split_into_chunks(0, 4) == []
-    with pytest.raises(ValueError):
-        split_into_chunks(10, 0)

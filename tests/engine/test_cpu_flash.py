@@ -17,8 +17,16 @@ HEADS = ((9, 3), (4, 4), (8, 2), (2, 1))  # (query heads, KV heads)
 BLOCK_SIZE = 16
 
 
-@pytest.fixture(scope="module", autouse=True)
-def extension() -> ModuleType:
+def without_the_kernel(test):
+    """Marks a test of the loader itself: it runs where the kernel cannot be built too."""
+    test.needs_the_kernel = False
+    return test
+
+
+@pytest.fixture(autouse=True)
+def extension(request: pytest.FixtureRequest) -> ModuleType | None:
+    if not getattr(request.function, "needs_the_kernel", True):
+        return None
     ext = load_cpu_flash()
     if ext is None:
         pytest.skip(
@@ -165,11 +173,13 @@ def test_supports_head_dim() -> None:
     assert (out.double() - reference(q, k, v, 0)).abs().max().item() <= 1e-5
 
 
+@without_the_kernel
 def test_unavailable_without_avx512(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert load_cpu_flash.__wrapped__() is None  # uncached: the real result stays cached
 
 
+@without_the_kernel
 def test_unavailable_when_the_build_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch.utils.cpp_extension
 
@@ -222,3 +232,79 @@ def test_backend_steps_over_the_paged_cache_match_reference(consecutive: bool) -
         out = backend.forward(q[start:end], k[start:end], v[start:end], k_cache, v_cache, meta)
         expected = reference(q[start:end], k[:end], v[:end], start)
         assert (out.double() - expected).abs().max().item() < 1e-5, (start, end)
+
+
+def test_paged_decode_matches_sdpa_per_row_with_shuffled_blocks_and_padding() -> None:
+    from engine.attention.cpu_flash import cpu_paged_decode, load_cpu_flash
+
+    if load_cpu_flash() is None:
+        pytest.skip("the CPU flash-attention extension is unavailable on this CPU")
+    torch.manual_seed(3)
+    block_size, kv_heads, heads, dim = 16, 3, 9, 64
+    k_cache = torch.randn(40, block_size, kv_heads, dim)
+    v_cache = torch.randn(40, block_size, kv_heads, dim)
+    lengths = [1, 15, 16, 17, 100, 0, 333]
+    order = torch.randperm(40).tolist()
+    tables, cursor = [], 0
+    for length in lengths:
+        n = -(-length // block_size)
+        tables.append(order[cursor : cursor + n] + [0] * (22 - n))
+        cursor += n
+    q = torch.randn(len(lengths), heads, dim)
+    out = cpu_paged_decode(
+        q,
+        k_cache,
+        v_cache,
+        torch.tensor(tables, dtype=torch.int32),
+        torch.tensor(lengths, dtype=torch.int32),
+    )
+    for row, length in enumerate(lengths):
+        if length == 0:
+            assert torch.equal(out[row], torch.zeros(heads, dim))
+            continue
+        blocks = torch.tensor(tables[row][: -(-length // block_size)])
+        keys = k_cache[blocks].reshape(-1, kv_heads, dim)[:length]
+        values = v_cache[blocks].reshape(-1, kv_heads, dim)[:length]
+        expected = torch.nn.functional.scaled_dot_product_attention(
+            q[row][None, :, None],  # [1, H, 1, D]
+            keys.transpose(0, 1)[None],
+            values.transpose(0, 1)[None],
+            enable_gqa=True,
+        )[0, :, 0]
+        torch.testing.assert_close(out[row], expected, atol=1e-5, rtol=1e-4)
+
+
+@without_the_kernel
+def test_the_build_sees_the_caller_s_path_and_leaves_it_alone(tmp_path) -> None:
+    """The engine reads and writes no environment: PATH is its caller's (the worker's,
+    worker/kernel_build.py), even during the build. Without ninja there, loading gives None."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    script = (
+        "import os, torch, torch.utils.cpp_extension as cpp\n"
+        "torch.backends.cpu.get_cpu_capability = lambda: 'AVX512'  # reach the build anywhere\n"
+        "real_load, seen = cpp.load, []\n"
+        "def load(**kwargs):\n"
+        "    seen.append(os.environ['PATH'])\n"
+        "    return real_load(**kwargs)\n"
+        "cpp.load = load\n"
+        "before = dict(os.environ)\n"
+        "from engine.attention.cpu_flash import load_cpu_flash\n"
+        "assert load_cpu_flash() is None\n"
+        "assert seen == [before['PATH']], seen\n"
+        "assert dict(os.environ) == before\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo),
+        "PATH": str(tmp_path),  # an empty folder: no ninja, no compiler
+        "TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -11,7 +11,11 @@ from engine import SamplingParams, UnsupportedModelError
 from engine.models import ModelArgs
 from tests.engine.conftest import EOS_ID, TINY_CONFIGS, tiny_engine
 
-MAX_ABS_DIFF = 1e-4
+# fp32 logits (magnitudes ~10-30) against transformers' own. The default model's test shares its
+# engine, and so its prefix cache, with earlier tests: a prefix cached by another test's chunk size
+# sums in another order, seen at 1.03e-4 in a full run (<= 1e-4 alone). A real fault (a wrong
+# position, mask or cache block) is off by 1e-2 or more.
+MAX_ABS_DIFF = 2e-4
 CHUNK_SIZES = (1, 7, 64, None)  # None: the whole prompt in one chunk
 
 

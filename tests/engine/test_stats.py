@@ -30,6 +30,23 @@ def test_to_dict_is_json_safe():
     }
     assert data["fallbacks"][1]["detail"] == "inf"
     assert data["decode_tokens_per_second"] == 0.0
+    assert data["loop"] is None
+
+
+def test_a_loop_is_recorded_as_json():
+    from engine.loop_detector import KIND_SPAN, Loop
+
+    loop = Loop(KIND_SPAN, start=30, cut_at=33, period=6, num_copies=5)
+    stats = RequestStats(finish_reason="loop", loop=loop.to_dict())
+    data = json.loads(json.dumps(stats.to_dict()))
+    assert data["finish_reason"] == "loop"
+    assert data["loop"] == {
+        "kind": "repeated_span",
+        "start": 30,
+        "cut_at": 33,
+        "period": 6,
+        "num_copies": 5,
+    }
 
 
 def test_fallback_needs_a_kind():

@@ -1,7 +1,7 @@
 """A deterministic stand-in for the ChatModel protocol, for control-flow tests of the pipelines.
 
 It is honest about its input: tokens are whitespace words, a prompt over the context is refused
-as an engine would, and its answer is the first sentence after each "[p. N]" page marker (or
+as an engine would, and its answer is the first sentence after each "[p. N]" (or "[Title, p. N]") page marker (or
 each "Pages a-b:" label of a combine prompt) with that citation, so every word it returns comes
 from the prompt. It mimics the engine's prefix cache: a prompt's leading tokens that repeat an
 earlier prompt's count as cached. Real-model tests live in tests/worker.
@@ -13,7 +13,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_MARKER = re.compile(r"^\[p\. (\d+)\]\n(?!\n)(.*?)(?=\n\n|\Z)", re.DOTALL | re.MULTILINE)
+# "[p. 3]", or "[Supply Agreement, p. 3]" in a collection's prompt.
+_MARKER = re.compile(
+    r"^\[((?:[^\[\]\n]+, )?p\. \d+)\]\n(?!\n)(.*?)(?=\n\n|\Z)", re.DOTALL | re.MULTILINE
+)
 _LABEL = re.compile(r"^(Pages? \d+(?:-\d+)?): (.*)$", re.MULTILINE)
 _FIRST_SENTENCE = re.compile(r".*?[.!?](?=\s|\Z)|.+", re.DOTALL)
 CHUNK_TOKENS = 32
@@ -51,7 +54,9 @@ class EchoModel:
     def count_chat_tokens(self, messages: Sequence[dict[str, str]], /) -> int:
         return len(self._tokens(messages))
 
-    def complete(self, messages, *, max_new_tokens, on_progress=None) -> EchoCompletion:
+    def complete(
+        self, messages, *, max_new_tokens, on_progress=None, on_tokens=None
+    ) -> EchoCompletion:
         tokens = self._tokens(messages)
         if len(tokens) + max_new_tokens > self.max_context_tokens:
             raise ValueError(f"prompt of {len(tokens)} tokens + {max_new_tokens} over the context")
@@ -65,6 +70,9 @@ class EchoModel:
                 on_progress(done + chunks[-1], len(tokens))
         text = self._answer(messages[-1]["content"])
         words = text.split()[:max_new_tokens]
+        for written in range(1, len(words) + 1):  # one word a token, as it is written
+            if on_tokens is not None:
+                on_tokens(written, max_new_tokens)
         stats = {
             "num_prompt_tokens": len(tokens),
             "num_cached_tokens": cached,
@@ -77,7 +85,7 @@ class EchoModel:
         return EchoCompletion(" ".join(words), stats)
 
     def _answer(self, content: str) -> str:
-        pieces = [(f"[p. {n}]", first_sentence(t)) for n, t in _MARKER.findall(content)]
+        pieces = [(f"[{marker}]", first_sentence(t)) for marker, t in _MARKER.findall(content)]
         if not pieces:
             pieces = [(f"({label})", first_sentence(t)) for label, t in _LABEL.findall(content)]
         lines = [f"{sentence} {cite}" if self.cite else sentence for cite, sentence in pieces]

@@ -126,6 +126,68 @@ def heavy_page_pdf(directory: Path, *, num_operators: int, name: str = "heavy.pd
     return path
 
 
+AMPLIFIED_SENTENCE = b"The tenant shall pay the rent on the first day of each month. "
+
+
+def amplified_pdf(
+    directory: Path,
+    *,
+    num_pages: int,
+    chars_per_page: int,
+    lines: bool = True,
+    sentence: bytes = AMPLIFIED_SENTENCE,
+    name: str = "amplified.pdf",
+) -> Path:
+    """A text bomb: one small compressed content stream drawn on every page.
+
+    The stream shows `sentence` again and again until a page gives `chars_per_page` characters
+    (with `lines`, one sentence a line, else all on one line); zlib shrinks the repetition about
+    a thousandfold, so a few KB of file give megabytes of text on each page.
+    """
+    repeats = max(1, chars_per_page // (len(sentence) + lines))
+    show = b"(" + sentence + b") Tj" + (b" 0 -12 Td\n" if lines else b"\n")
+    content = zlib.compress(b"BT /F1 10 Tf 20 760 Td\n" + show * repeats + b"ET\n", 9)
+    kids = b" ".join(b"%d 0 R" % (5 + i) for i in range(num_pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % num_pages,
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content)
+        + content
+        + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R"
+        b" /Resources << /Font << /F1 4 0 R >> >> >>"
+    )
+    objects.extend([page] * num_pages)
+    path = directory / name
+    path.write_bytes(_assemble(objects))
+    return path
+
+
+def overflowing_stream_pdf(
+    directory: Path, *, inflated_bytes: int = 80_000_000, name: str = "overflow.pdf"
+) -> Path:
+    """One page whose content stream inflates past pypdf's 75 MB limit (a few spaces after a
+    line of text): pypdf raises its LimitReachedError."""
+    text = b"BT /F1 10 Tf 20 760 Td (Hello there.) Tj ET\n"
+    content = zlib.compress(text + b" " * inflated_bytes, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content)
+        + content
+        + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    path = directory / name
+    path.write_bytes(_assemble(objects))
+    return path
+
+
 def _assemble(objects: Sequence[bytes]) -> bytes:
     body = bytearray(b"%PDF-1.7\n")
     offsets = []

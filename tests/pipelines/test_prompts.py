@@ -47,7 +47,7 @@ def test_templates_name_their_topics_in_the_summary_task() -> None:
     for topic in ("indication", "dosing", "contraindications", "warnings", "findings"):
         assert topic in medical_task
     opinion_task = summary_messages(block, COURT_OPINION)[-1]["content"]
-    for topic in ("question", "holding", "reasoning"):
+    for topic in ("the court", "the parties", "question", "outcome", "reasoning"):
         assert topic in opinion_task
 
 
@@ -100,3 +100,17 @@ def test_section_and_combine_prompts_carry_page_labels() -> None:
     assert "pages 4-9" in section[-1]["content"]
     combined = combine_messages("T", GENERAL, [(1, 3, "A."), (4, 4, "B.")])[-1]["content"]
     assert "Pages 1-3: A." in combined and "Page 4: B." in combined
+
+
+def test_a_legal_document_s_template_follows_its_key_fact_sub_kind() -> None:
+    """One guess of contract vs opinion: the summary template and the key-fact schema agree."""
+    from pipelines.classify import guess_subkind
+    from tests.pipelines.facts_documents import CONTRACT_PAGES, OPINION_PAGES
+
+    cases = [(CONTRACT_PAGES, "contract", CONTRACT), (OPINION_PAGES, "opinion", COURT_OPINION)]
+    for texts, subkind, template in cases:
+        pages = pages_of(*texts)
+        assert (guess_subkind("legal", pages), choose_template("legal", pages)) == (
+            subkind,
+            template,
+        )

@@ -121,3 +121,34 @@ def test_stats_add_up_over_calls(long_document) -> None:
     assert result.stats["num_prompt_tokens"] == sum(c["num_prompt_tokens"] for c in calls)
     assert result.stats["num_chunks"] == sum(len(c["chunk_sizes"]) for c in calls)
     assert result.stats["model"] == "echo-test"
+
+
+def test_writing_is_reported_while_the_model_writes_in_one_pass(long_document) -> None:
+    model = EchoModel(max_context_tokens=4096)
+    writing = []
+    summarize(long_document, model, max_new_tokens=300, on_writing=writing.append)
+
+    assert writing and {w.step for w in writing} == {"summary"}
+    assert [w.written_tokens for w in writing] == list(range(1, len(writing) + 1))
+    assert all((w.max_tokens, w.num_calls_done, w.num_calls) == (300, 0, 1) for w in writing)
+
+
+def test_writing_by_sections_counts_the_calls_done(long_document) -> None:
+    model = EchoModel(max_context_tokens=400)
+    writing = []
+    result = summarize(
+        long_document,
+        model,
+        max_new_tokens=60,
+        section_max_new_tokens=40,
+        on_writing=writing.append,
+    )
+
+    steps = [w.step for w in writing]
+    assert steps.index("sections") < steps.index("combine")
+    sections = [w for w in writing if w.step == "sections"]
+    combine = [w for w in writing if w.step == "combine"]
+    assert all(w.num_calls_done == 0 and w.max_tokens == 40 for w in sections)
+    # The combine call is written once every section is done.
+    assert all(w.num_calls_done == result.num_sections for w in combine)
+    assert all(w.num_calls == result.num_sections + 1 for w in writing)

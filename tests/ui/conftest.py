@@ -25,6 +25,14 @@ MAIN_SCRIPT = Path(__file__).resolve().parents[2] / "ui" / "main.py"
 RUN_TIMEOUT_S = 60
 
 
+@pytest.fixture(autouse=True)
+def fresh_sign_in_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with no wrong passwords on record (the limiter is process-wide)."""
+    from ui import sign_in_limits
+
+    monkeypatch.setattr(sign_in_limits, "limiter", sign_in_limits.SignInLimiter())
+
+
 @pytest.fixture
 def ui_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     """LONGDOC_* for this test only, a migrated database, and settings read afresh."""

@@ -67,7 +67,14 @@ def add_document(
 
 
 def add_summary(
-    session: Session, document_id: int, text: str, *, method: str = "one_pass", stats=None
+    session: Session,
+    document_id: int,
+    text: str,
+    *,
+    method: str = "one_pass",
+    stats=None,
+    key_passages=(),
+    sentence_support=(),
 ):
     job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document_id)
     summary = results.save_summary(
@@ -78,14 +85,23 @@ def add_summary(
         text=text,
         model="smollm2-135m-instruct",
         stats=stats or {},
+        key_passages=key_passages,
+        sentence_support=sentence_support,
     )
     jobs.finish_job(session=session, job_id=job.id, stats=stats or {})
     return summary
 
 
 def add_answer(
-    session: Session, document_id: int, question: str, answer: str, pages: list[int], passage_ids
+    session: Session,
+    document_id: int,
+    question: str,
+    answer: str,
+    pages: list[int],
+    passage_ids,
+    **evidence,
 ):
+    """`evidence`: quotes, support, model_answer, unsupported_claims (results.save_answer)."""
     job = jobs.create_job(
         session=session, kind=JobKind.ANSWER, document_id=document_id, params={"question": question}
     )
@@ -98,6 +114,7 @@ def add_answer(
         cited_pages=pages,
         cited_passage_ids=passage_ids,
         model="smollm2-135m-instruct",
+        **evidence,
     )
     jobs.finish_job(session=session, job_id=job.id)
     return row

@@ -1,12 +1,10 @@
-"""Pure pieces of the UI: mapping passage offsets onto a page, escaping, the upload check."""
+"""Pure pieces of the UI: mapping passage offsets onto a page, escaping."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.pipelines import pdf_factory
 from ui.components.page_text import highlight_spans, page_html, page_start_offsets
-from ui.components.pdf_check import check_upload
 
 
 @dataclass
@@ -44,24 +42,3 @@ def test_page_html_escapes_text_and_keeps_to_one_line() -> None:
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "\n" not in html and html.count("<mark") == 1
     assert "(This page has no text.)" in page_html("")
-
-
-def test_upload_check(tmp_path) -> None:
-    plain = pdf_factory.text_pdf(tmp_path, ["Hello."], name="plain.pdf")
-    data = plain.read_bytes()
-    assert check_upload(data, password=None, max_bytes=10**7).is_ok
-    assert check_upload(data, password=None, max_bytes=10).error_code == "too_large"
-    assert check_upload(b"", password=None, max_bytes=10).error_code == "not_a_pdf"
-    assert check_upload(b"junk" * 10, password=None, max_bytes=100).error_code == "not_a_pdf"
-    # A user password of "" opens the file: no password needed, but it is encrypted.
-    open_lock = pdf_factory.encrypted_pdf(plain, user_password="", owner_password="o", name="e.pdf")
-    result = check_upload(open_lock.read_bytes(), password=None, max_bytes=10**7)
-    assert (result.is_ok, result.is_encrypted) == (True, True)
-    locked = pdf_factory.encrypted_pdf(plain, user_password="pw", owner_password="o", name="l.pdf")
-    assert check_upload(locked.read_bytes(), password=None, max_bytes=10**7).error_code == (
-        "password_required"
-    )
-    assert check_upload(locked.read_bytes(), password="no", max_bytes=10**7).error_code == (
-        "wrong_password"
-    )
-    assert check_upload(locked.read_bytes(), password="pw", max_bytes=10**7).is_ok

@@ -29,6 +29,7 @@ from app.settings import Settings
 from worker.celery_app import make_celery, send_job
 
 LONGDOC = str(Path(sys.executable).parent / "longdoc")
+REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0
 
 
@@ -144,6 +145,9 @@ def worker_env(
 ) -> dict[str, str]:
     """The environment of a worker (and of Settings in the test) for one test's folders."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LONGDOC_")}
+    # The `longdoc` script imports from wherever the package was installed (an editable install
+    # of another checkout, say): put this checkout first so its code is what runs.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(
         LONGDOC_DATA_DIR=str(tmp_path / "data"),
         LONGDOC_MODEL_CACHE_DIR=str(model_cache),
@@ -204,6 +208,18 @@ class Harness:
             job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document_id)
             session.commit()
         send_job(self.app, JobKind.SUMMARIZE, job.id)
+        return job.id
+
+    def queue_answer(self, document_id: int, question: str) -> int:
+        with self.sessions() as session:
+            job = jobs.create_job(
+                session=session,
+                kind=JobKind.ANSWER,
+                document_id=document_id,
+                params={"question": question},
+            )
+            session.commit()
+        send_job(self.app, JobKind.ANSWER, job.id)
         return job.id
 
     def job(self, job_id: int) -> Job:

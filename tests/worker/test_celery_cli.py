@@ -88,6 +88,10 @@ def test_up_ingests_the_inbox_and_stops_on_ctrl_c(env, tmp_path, converted_model
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("LONGDOC_")}
     child_env.update(
         env,
+        # This checkout's code, whatever checkout the `longdoc` script was installed from.
+        PYTHONPATH=os.pathsep.join(
+            filter(None, [str(celery_support.REPO), os.environ.get("PYTHONPATH")])
+        ),
         LONGDOC_MODEL_CACHE_DIR=str(converted_model_cache),
         LONGDOC_INBOX_SCAN_INTERVAL_S="1",
         LONGDOC_AUTO_SUMMARIZE_ENABLED="false",
@@ -114,7 +118,7 @@ def test_up_ingests_the_inbox_and_stops_on_ctrl_c(env, tmp_path, converted_model
             time.sleep(0.5)
         assert [d.file_name for d in _documents()] == ["r.pdf"]
         children = _children(up.pid)
-        assert len(children) == 2  # the worker and beat
+        assert len(children) == 3  # the model worker, the ingest worker and beat
 
         started = time.monotonic()
         up.send_signal(signal.SIGINT)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.db.models import Document, Job, JobKind, JobStatus, Summary
+from app.db.models import Answer, Document, Job, JobKind, JobStatus, Summary
 from tests.pipelines import pdf_factory
 from tests.worker import celery_support
 from tests.worker.celery_support import Harness, worker_env
@@ -135,7 +135,9 @@ def test_killed_pool_child_gives_its_summary_back(
 ) -> None:
     harness = harness_for(broker)
     document_id = _stored_document(harness, start_worker, tmp_path)
-    gpu = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    # The prefork pool (the ingest worker's; a model worker may run it too): its parent
+    # outlives the child and puts the task back.
+    gpu = start_worker(harness.env, "--queues=gpu,gpu_batch", "--pool=prefork")
     job_id = harness.queue_summary(document_id)
     _wait_until_summarizing(harness, job_id)
     (child,) = gpu.pool_children()
@@ -162,3 +164,39 @@ def test_killed_worker_is_replaced_and_the_summary_runs_again(
 
     _assert_done_once(harness, job_id)
     assert "queued 1 job(s) again" in second.log()
+
+
+def test_a_question_queued_with_two_summaries_finishes_first_and_nothing_is_doubled(
+    harness_for, start_worker, tmp_path
+) -> None:
+    """One threads-pool model worker, one engine: the summaries and the question run at once,
+    the question at a higher priority, so it is done while the summaries still write."""
+    harness = harness_for(LONGDOC_SUMMARY_MAX_NEW_TOKENS="200", LONGDOC_ANSWER_MAX_NEW_TOKENS="16")
+    pdfs = batch_of_pdfs(tmp_path / "three", 3)
+    ingest = start_worker(harness.env, "--queues=ingest")
+    ingest_ids = [harness.queue_ingest(path, then_summarize=False) for path in pdfs]
+    harness.wait_for(
+        lambda s: all(s.get(Job, i).status == JobStatus.SUCCEEDED for i in ingest_ids),
+        180,
+        "the ingest jobs",
+    )
+    ingest.stop()
+    doc_ids = [harness.job(i).document_id for i in ingest_ids]
+    summary_ids = [harness.queue_summary(doc_ids[0]), harness.queue_summary(doc_ids[1])]
+    question_id = harness.queue_answer(doc_ids[2], "How much does the tenant pay each month?")
+    start_worker(harness.env, "--queues=gpu,gpu_batch")
+    all_ids = [*summary_ids, question_id]
+    harness.wait_for(
+        lambda s: all(s.get(Job, i).status == JobStatus.SUCCEEDED for i in all_ids),
+        300,
+        "the two summaries and the question",
+    )
+    rows = {i: harness.job(i) for i in all_ids}
+    assert all(rows[question_id].finished_at < rows[i].finished_at for i in summary_ids)
+    # They ran together: the question started before either summary ended.
+    assert all(rows[question_id].started_at < rows[i].finished_at for i in summary_ids)
+    with harness.sessions() as session:
+        summaries = session.scalars(select(Summary)).all()
+        answers = session.scalars(select(Answer)).all()
+    assert sorted(s.job_id for s in summaries) == sorted(summary_ids)
+    assert [a.job_id for a in answers] == [question_id]

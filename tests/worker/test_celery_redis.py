@@ -94,7 +94,9 @@ def test_twenty_documents_in_twenty_summaries_out_and_a_bad_one_fails_alone(
 def test_killed_pool_child_gives_its_summary_back(harness_for, start_worker, tmp_path) -> None:
     harness = harness_for()
     document_id = _stored_document(harness, start_worker, tmp_path)
-    gpu = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    gpu = start_worker(
+        harness.env, "--queues=gpu,gpu_batch", "--pool=prefork"
+    )  # its parent requeues
     job_id = harness.queue_summary(document_id)
     _wait_until_summarizing(harness, job_id)
     (child,) = gpu.pool_children()
@@ -121,3 +123,33 @@ def test_killed_worker_task_comes_back_after_the_visibility_timeout(
 
     _assert_done_once(harness, job_id)
     assert "queued 1 job(s) again" not in second.log()  # Redis did it, not our start-up sweep
+
+
+def test_three_summaries_queued_together_run_at_once_in_one_worker(
+    harness_for, start_worker, tmp_path
+) -> None:
+    """On PostgreSQL the default batch slots (concurrency - 2) let one threads-pool worker run
+    several summaries at once on its one engine; each is done once."""
+    harness = harness_for(LONGDOC_SUMMARY_MAX_NEW_TOKENS="120")
+    pdfs = batch_of_pdfs(tmp_path / "three", 3)
+    ingest = start_worker(harness.env, "--queues=ingest")
+    ingest_ids = [harness.queue_ingest(path, then_summarize=False) for path in pdfs]
+    harness.wait_for(
+        lambda s: all(s.get(Job, i).status == JobStatus.SUCCEEDED for i in ingest_ids),
+        180,
+        "the ingest jobs",
+    )
+    ingest.stop()
+    summary_ids = [harness.queue_summary(harness.job(i).document_id) for i in ingest_ids]
+    start_worker(harness.env, "--queues=gpu,gpu_batch")
+    harness.wait_for(
+        lambda s: all(s.get(Job, i).status == JobStatus.SUCCEEDED for i in summary_ids),
+        300,
+        "the three summaries",
+    )
+    rows = [harness.job(i) for i in summary_ids]
+    # Together: every summary started before any of them ended.
+    assert max(r.started_at for r in rows) < min(r.finished_at for r in rows)
+    with harness.sessions() as session:
+        summaries = session.scalars(select(Summary)).all()
+    assert sorted(s.job_id for s in summaries) == sorted(summary_ids)

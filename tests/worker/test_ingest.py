@@ -1,13 +1,25 @@
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Job, JobStatus
+from app.db.models import Document, Job, JobStatus
 from app.services import documents
 from pipelines.parse import ParseLimits
 from tests.pipelines import pdf_factory
-from worker.ingest import PRESENT, REFUSED, STORED, IngestOptions, ingest_file, pdf_paths
+from worker.ingest import (
+    PRESENT,
+    REFUSED,
+    STORED,
+    IngestOptions,
+    ReadPdf,
+    UnreadableFile,
+    pdf_paths,
+    read_pdf,
+    store_read,
+)
+from worker.runner_ingest import ingest_file
 
 CONTRACT_PAGES = [
     "SERVICES AGREEMENT\n\nThis Agreement is made between Acme Inc. and Beta Corp.\n"
@@ -146,3 +158,24 @@ def test_folders_yield_their_pdfs_sorted(tmp_path) -> None:
     found = list(pdf_paths([tmp_path, explicit]))
 
     assert [p.name for p in found] == ["a.PDF", "b.pdf", "c.pdf", "notes.txt"]
+
+
+def test_ingest_itself_keeps_no_job_and_stores_only_in_the_callers_commit(
+    sessions, options, count_tokens, tmp_path
+) -> None:
+    path = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES, name="contract.pdf")
+
+    read = read_pdf(path, sessions=sessions, options=options, count_tokens=count_tokens)
+    assert isinstance(read, ReadPdf) and read.file_name == "contract.pdf"
+    with sessions() as session:
+        stored = store_read(session, read, files_dir=options.files_dir)
+        assert stored.status == STORED and stored.num_passages == len(read.passages)
+        session.rollback()  # the caller did not commit: nothing stays
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Document)) == 0
+        assert session.scalar(select(func.count()).select_from(Job)) == 0
+
+    with pytest.raises(UnreadableFile, match="LongDoc cannot read this file"):
+        read_pdf(
+            tmp_path / "gone.pdf", sessions=sessions, options=options, count_tokens=count_tokens
+        )

@@ -16,9 +16,23 @@ STAGE_LABELS = {
     "storing": "Saving",
     "summarizing": "Summarizing",
     "answering": "Answering",
+    # While the model writes (worker/job_progress.py): done of total count tokens written.
+    "writing": "Writing",
+    "writing sections": "Writing section summaries",
+    "combining": "Combining section summaries",
+    "key facts": "Reading key facts",
+    "retrieving": "Finding the passages",
+    "reading documents": "Reading the documents",
     "done": "Done",
 }
-KIND_VERBS = {JobKind.INGEST: "Ingest", JobKind.SUMMARIZE: "Summary", JobKind.ANSWER: "Answer"}
+# Stages whose done of total are tokens the model wrote, of the most it may write.
+TOKEN_STAGES = frozenset({"writing", "writing sections", "combining"})
+KIND_VERBS = {
+    JobKind.INGEST: "Ingest",
+    JobKind.SUMMARIZE: "Summary",
+    JobKind.ANSWER: "Answer",
+    JobKind.FACTS: "Key facts",
+}
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,17 @@ class JobView:
             return "Failed"
         if self.status == JobStatus.SUCCEEDED:
             return "Done"
-        return STAGE_LABELS.get(self.stage or "", (self.stage or "Working").capitalize())
+        if (self.stage or "").startswith("ocr page "):  # "ocr page 3 of 11", while OCR reads
+            return "Reading scanned " + self.stage.removeprefix("ocr ")
+        # "combining (12 of 13 calls done)": the label of "combining", then the calls done.
+        base, _, rest = (self.stage or "").partition(" (")
+        label = STAGE_LABELS.get(base, (base or "Working").capitalize())
+        return f"{label} ({rest}" if rest else label
+
+    @property
+    def unit(self) -> str:
+        base = (self.stage or "").partition(" (")[0]
+        return " tokens" if base in TOKEN_STAGES else ""
 
     @property
     def fraction(self) -> float | None:
@@ -82,7 +106,7 @@ def progress_line(view: JobView) -> None:
         )
         return
     fraction = view.fraction
-    counts = f" · {view.done:,} of {view.total:,}" if view.total and view.is_open else ""
+    counts = f" · {view.done:,} of {view.total:,}{view.unit}" if view.total and view.is_open else ""
     text = f"{what} · {view.label}{counts}"
     if fraction is None:
         st.progress(0.0 if view.status == JobStatus.QUEUED else 0.05, text=text)

@@ -1,4 +1,5 @@
-"""Document: its summary (and a new one on request), questions with cited pages, the page text."""
+"""Document: its summary (and a new one on request), questions with cited pages, key facts with
+their quotes, the page text."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from app.services import dispatch, documents, jobs, results
 from ui import context as ctx
 from ui.components.citations import open_citation, render_open_citation
 from ui.components.job_status import JobView, progress_line
+from ui.components.key_facts import render_key_facts
+from ui.components.page_sources import page_caption, page_label, source_banners
 from ui.components.page_text import page_html
-from ui.queries import document_jobs, jobs_by_id, list_answers
+from ui.components.quotes import render_quotes, support_badge
+from ui.components.summary_sentences import render_checked_summary
 
 logger = logging.getLogger("longdoc.ui.document")
 
@@ -51,6 +55,7 @@ def _header(document: Document) -> None:
     cells[4].metric("Added", document.created_at.strftime("%Y-%m-%d"))
     if document.error:
         st.error(document.error)
+    source_banners(document)
 
 
 def _queue(document_id: int, kind: JobKind, params: dict | None = None) -> None:
@@ -64,7 +69,7 @@ def _queue(document_id: int, kind: JobKind, params: dict | None = None) -> None:
 def _live_jobs(job_ids: list[int], *, is_polling: bool) -> None:
     """Progress of the given jobs; a full rerun when the last one ends (shows its result)."""
     with ctx.session() as db:
-        views = [JobView.of(job) for job in jobs_by_id(db, job_ids).values()]
+        views = [JobView.of(job) for job in jobs.get_jobs(session=db, job_ids=job_ids).values()]
     for view in views:
         if view.is_open:
             progress_line(view)
@@ -83,16 +88,26 @@ def _method_label(method: SummaryMethod, stats: dict) -> str:
 def _summary_tab(document: Document) -> None:
     with ctx.session() as db:
         summaries = results.list_summaries(session=db, document_id=document.id)
-        summary_jobs = [JobView.of(j) for j in document_jobs(db, document.id, JobKind.SUMMARIZE)]
+        rows = jobs.list_document_jobs(session=db, document_id=document.id, kind=JobKind.SUMMARIZE)
+        summary_jobs = [JobView.of(job) for job in rows]
     open_ids = [v.job_id for v in summary_jobs if v.is_open]
     if summaries:
         latest = summaries[0]
+        if latest.key_passages:
+            st.markdown("##### Key passages")
+            render_quotes(
+                document.id,
+                latest.key_passages,
+                key=f"key-{latest.id}",
+                title="The sentences that cover the document best, quoted as it has them, in "
+                "order. Click a page to read the sentence there.",
+            )
+            st.markdown("##### Summary by the model")
         st.markdown(_method_label(latest.method, latest.stats or {}))
         st.caption(
             ctx.md_escape(f"{latest.model} · {latest.created_at.strftime('%Y-%m-%d %H:%M')} UTC")
         )
-        with st.container(border=True):
-            st.markdown(latest.text)
+        render_checked_summary(document.id, latest)
         if len(summaries) > 1:
             with st.expander(f"Earlier summaries ({len(summaries) - 1})"):
                 for older in summaries[1:]:
@@ -127,6 +142,7 @@ def _answer(document_id: int, answer) -> None:
         st.markdown(ctx.md_escape(answer.question))
     with st.chat_message("assistant"):
         st.markdown(answer.answer)
+        _evidence(document_id, answer)
         if not answer.cited_pages:
             st.caption("No page cited.")
             return
@@ -134,15 +150,35 @@ def _answer(document_id: int, answer) -> None:
             st.caption(":material/format_quote: Cited pages, click to read:", width="content")
             for page in answer.cited_pages[:MAX_CITATION_BUTTONS]:
                 if st.button(
-                    f"p. {page}", key=f"cite-{answer.id}-{page}", icon=":material/description:"
+                    page_label(document_id, page),
+                    key=f"cite-{answer.id}-{page}",
+                    icon=":material/description:",
                 ):
                     open_citation(document_id, page, answer.cited_passage_ids)
 
 
+def _evidence(document_id: int, answer) -> None:
+    """The support label, the quotes the answer rests on, and the model's own text if replaced."""
+    if answer.support is None and not answer.quotes:
+        return  # saved before answers were checked
+    support_badge(answer.support, answer.unsupported_claims or [])
+    render_quotes(
+        document_id,
+        answer.quotes or [],
+        key=f"quote-{answer.id}",
+        title=":material/format_quote: Quoted from the document, click a page to read it there:",
+    )
+    if answer.model_answer:
+        with st.expander("The model's own answer, not shown above"):
+            st.markdown(ctx.md_escape(answer.model_answer))
+
+
 def _questions_tab(document: Document) -> None:
     with ctx.session() as db:
-        answers = list_answers(db, document.id)
-        answer_jobs = document_jobs(db, document.id, JobKind.ANSWER)
+        answers = results.list_answers(session=db, document_id=document.id)
+        answer_jobs = jobs.list_document_jobs(
+            session=db, document_id=document.id, kind=JobKind.ANSWER
+        )
         answered = {a.job_id for a in answers if a.job_id is not None}
         unanswered = [(j, JobView.of(j)) for j in answer_jobs if j.id not in answered]
     timeline = [(a.created_at, "answer", a) for a in answers] + [
@@ -188,6 +224,9 @@ def _pages_tab(document: Document) -> None:
         st.warning(f"Page {number} is not stored.")
         return
     st.caption(f"Page {number} of {document.num_pages} · {len(pages[0].text):,} characters")
+    caption = page_caption(document.id, int(number))
+    if caption:
+        st.caption(caption)
     st.markdown(page_html(pages[0].text), unsafe_allow_html=True)
 
 
@@ -205,10 +244,11 @@ def render() -> None:
             )
             return
         _header(document)
-        summary, questions, pages = st.tabs(
+        summary, questions, key_facts, pages = st.tabs(
             [
                 ":material/summarize: Summary",
                 ":material/forum: Questions",
+                ":material/fact_check: Key facts",
                 ":material/article: Pages",
             ]
         )
@@ -216,6 +256,14 @@ def render() -> None:
             _summary_tab(document)
         with questions:
             _questions_tab(document)
+        with key_facts:
+            render_key_facts(
+                document,
+                queue=_queue,
+                live_jobs=lambda ids: st.fragment(run_every=POLL_S)(_live_jobs)(
+                    ids, is_polling=True
+                ),
+            )
         with pages:
             _pages_tab(document)
         render_open_citation(document.id)

@@ -8,9 +8,8 @@ import streamlit as st
 
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.errors import AppError
-from app.services import documents
+from app.services import documents, results
 from ui import context as ctx
-from ui.queries import summarized_document_ids
 
 logger = logging.getLogger("longdoc.ui.library")
 
@@ -101,7 +100,7 @@ def render() -> None:
             rows = documents.list_documents(
                 session=db, kind=kind, status=status, title_query=query or None
             )
-            summarized = summarized_document_ids(db)
+            summarized = results.summarized_document_ids(session=db)
     except AppError as error:
         ctx.show_error(error)
         return

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.errors import AppError
 from app.services import monitoring
+from app.services.ingest_counts import IngestCounts, ingest_counts
 from ui import context as ctx
 from ui.components import charts
 
@@ -36,6 +37,22 @@ def _metrics(points: list[monitoring.RequestPoint], spread: monitoring.Spread) -
     cells[4].metric("Fallbacks taken", sum(fallbacks.values()))
 
 
+def _ingest_metrics(counts: IngestCounts) -> None:
+    st.markdown("##### Ingests: scanned pages and hidden text")
+    cells = st.columns(5)
+    cells[0].metric("Documents stored", f"{counts.num_stored:,}")
+    cells[1].metric("With scanned pages", f"{counts.num_with_ocr:,}")
+    cells[2].metric("Pages read by OCR", f"{counts.num_ocr_pages:,}")
+    confidence = counts.ocr_mean_confidence
+    cells[3].metric("OCR confidence", f"{confidence:.0%}" if confidence is not None else "—")
+    cells[4].metric(
+        "With hidden text",
+        f"{counts.num_with_redactions:,}",
+        help=f"{counts.num_redactions:,} boxes drawn over {counts.num_hidden_chars:,} readable "
+        "characters, found at ingest.",
+    )
+
+
 def render() -> None:
     st.title("Monitoring")
     st.caption(
@@ -49,6 +66,7 @@ def render() -> None:
     except AppError as error:
         ctx.show_error(error)
         return
+    _ingest_metrics(ingest_counts(records))
     points = monitoring.request_points(records)
     spread = monitoring.prefill_spread(points)
     _metrics(points, spread)

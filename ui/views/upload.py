@@ -2,66 +2,47 @@
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import math
 
 import streamlit as st
 
-from app.db.models import JobKind
+from app.db.models import DocumentKind
 from app.errors import AppError
-from app.services import dispatch, documents, jobs
+from app.services import collections, jobs, uploads
+from app.services.uploads import UploadResult
 from ui import context as ctx
 from ui.components.job_status import JobView, progress_line
-from ui.components.pdf_check import check_upload
-from ui.queries import jobs_by_id
-
-logger = logging.getLogger("longdoc.ui.upload")
 
 POLL_S = 1.0
-KINDS = {"auto": "Detect automatically", "legal": "Legal", "medical": "Medical", "other": "Other"}
+# "auto" and each of the stored kinds (app/db/models.py), labelled for a person.
+KINDS = {"auto": "Detect automatically"} | {kind.value: kind.value.title() for kind in DocumentKind}
 MIB = 1024 * 1024
 
 
-def _queue_file(name: str, data: bytes, *, kind: str, password: str, summarize: bool) -> dict:
-    """Check, store and queue one file; returns the entry the results list shows."""
-    settings = ctx.settings()
-    entry: dict = {"file_name": name}
-    check = check_upload(
-        data, password=password or None, max_bytes=settings.max_upload_bytes, file_name=name
-    )
-    if not check.is_ok:
-        entry["error"] = check.sentence
-        logger.info("upload refused before queueing: %s (%d bytes)", check.error_code, len(data))
-        return entry
-    content_hash = hashlib.sha256(data).hexdigest()
+def _queue_file(
+    name: str,
+    data: bytes,
+    *,
+    kind: str,
+    password: str,
+    summarize: bool,
+    collection_id: int | None,
+) -> UploadResult:
+    """Queue one file (app.services.uploads); an error becomes its card's sentence."""
     try:
         with ctx.session() as db:
-            existing = documents.find_by_hash(session=db, content_hash=content_hash)
-            if existing is not None:
-                entry["present_document_id"] = existing.id
-                return entry
-            stored = documents.store_file(
-                files_dir=settings.files_dir, content_hash=content_hash, data=data
+            return uploads.queue_upload(
+                session=db,
+                settings=ctx.settings(),
+                file_name=name,
+                data=data,
+                kind=kind,
+                password=password,
+                summarize=summarize,
+                collection_id=collection_id,
             )
-            params: dict = {
-                "path": str(stored),
-                "file_name": name,
-                "then_summarize": summarize,
-                "source": "upload",
-            }
-            if kind != "auto":
-                params["kind"] = kind
-            if check.is_encrypted and password:
-                # The worker reads it from the job (worker/runner.py); only encrypted files get it.
-                params["password"] = password
-            job = jobs.create_job(session=db, kind=JobKind.INGEST, params=params)
-            entry["job_id"] = job.id
-            dispatch.queue_job(settings=settings, session=db, job=job)
-            logger.info("upload queued as job %s (%d bytes)", job.id, len(data))
     except AppError as error:
-        entry["error"] = str(error)
-    return entry
+        return UploadResult(file_name=uploads.upload_name(name), refusal=str(error))
 
 
 def _upload_form() -> None:
@@ -82,6 +63,16 @@ def _upload_form() -> None:
             type="password",
             help="Used to open encrypted files of this upload; ignored for the others.",
         )
+        with ctx.session() as db:
+            choices = {c.id: c.name for c in collections.list_collections(session=db)}
+        collection_id = st.selectbox(
+            "Into collection",
+            list(choices),
+            format_func=choices.__getitem__,
+            index=None,
+            placeholder="None (the library only)",
+            key="upload-collection",
+        )
         summarize = st.checkbox("Summarize each document once it is read", value=True)
         submitted = st.form_submit_button(
             "Add to library", type="primary", icon=":material/library_add:"
@@ -92,34 +83,41 @@ def _upload_form() -> None:
         st.warning("Choose one or more PDF files first.")
         return
     entries = [
-        _queue_file(f.name, f.getvalue(), kind=kind, password=password, summarize=summarize)
+        _queue_file(
+            f.name,
+            f.getvalue(),
+            kind=kind,
+            password=password,
+            summarize=summarize,
+            collection_id=collection_id,
+        )
         for f in files
     ]
     st.session_state["uploads"] = entries + st.session_state.get("uploads", [])
 
 
-def _load_views(entries: list[dict]) -> dict[int, JobView]:
-    ids = [e["job_id"] for e in entries if "job_id" in e]
+def _load_views(entries: list[UploadResult]) -> dict[int, JobView]:
+    ids = [entry.job_id for entry in entries if entry.job_id is not None]
     with ctx.session() as db:
-        rows = jobs_by_id(db, ids)
+        rows = jobs.get_jobs(session=db, job_ids=ids)
         follow_ups = [
             v.follow_up_job_id for v in map(JobView.of, rows.values()) if v.follow_up_job_id
         ]
-        rows.update(jobs_by_id(db, follow_ups))
+        rows.update(jobs.get_jobs(session=db, job_ids=follow_ups))
         return {job_id: JobView.of(job) for job_id, job in rows.items()}
 
 
-def _entry_card(entry: dict, views: dict[int, JobView]) -> None:
+def _entry_card(entry: UploadResult, views: dict[int, JobView]) -> None:
     with st.container(border=True):
-        st.markdown(f":material/picture_as_pdf: **{ctx.md_escape(entry['file_name'])}**")
-        if "error" in entry:
-            st.error(entry["error"], icon=":material/block:")
+        st.markdown(f":material/picture_as_pdf: **{ctx.md_escape(entry.file_name)}**")
+        if entry.refusal is not None:
+            st.error(entry.refusal, icon=":material/block:")
             return
-        if "present_document_id" in entry:
+        if entry.present_document_id is not None:
             st.info("This file is already in the library.", icon=":material/library_books:")
-            ctx.document_link(entry["present_document_id"], "Open the document")
+            ctx.document_link(entry.present_document_id, "Open the document")
             return
-        view = views.get(entry["job_id"])
+        view = views.get(entry.job_id)
         if view is None:
             st.warning("This job is gone: its document was deleted.")
             return

@@ -393,8 +393,107 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return out;
 }
 
+// Decode rows of many sequences at once, each one query per head against its own paged KV:
+// q [B, H, D]; caches [num_blocks, block_size, KV, D] (contiguous); block_tables [B, max_blocks]
+// int32; context_lens [B] int32 (0: a padding row, written as zeros); out [B, H, D]. One work
+// item is a (row, KV head) pair holding the G query heads of that KV head, so each K/V element
+// is read once per sequence; the items run in one parallel region (one per layer and step,
+// instead of one per sequence). Exact softmax in two passes over a scratch row of scores.
+at::Tensor paged_decode(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                        const at::Tensor& block_tables, const at::Tensor& context_lens,
+                        at::Tensor out) {
+  check_operand(q, "q");
+  check_operand(out, "out");
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.is_contiguous() && v_cache.is_contiguous() &&
+                  k_cache.sizes() == v_cache.sizes() && k_cache.scalar_type() == at::kFloat,
+              "caches must be contiguous float32 [blocks, block_size, KV, D] of one shape");
+  TORCH_CHECK(block_tables.scalar_type() == at::kInt && block_tables.dim() == 2 &&
+                  block_tables.is_contiguous(),
+              "block_tables must be contiguous int32 [B, max_blocks]");
+  TORCH_CHECK(context_lens.scalar_type() == at::kInt && context_lens.dim() == 1 &&
+                  context_lens.is_contiguous(),
+              "context_lens must be contiguous int32 [B]");
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2);
+  const int64_t block_size = k_cache.size(1), KV = k_cache.size(2);
+  const int64_t max_blocks = block_tables.size(1), num_cache_blocks = k_cache.size(0);
+  TORCH_CHECK(k_cache.size(3) == D, "cache head dim must be ", D);
+  TORCH_CHECK(block_tables.size(0) == B && context_lens.size(0) == B, "one table and length per row");
+  TORCH_CHECK(KV > 0 && H % KV == 0, "query heads must be a multiple of KV heads");
+  TORCH_CHECK(D % kLanes == 0 && D > 0 && D <= kMaxHeadDim,
+              "head dim must be a multiple of 16 up to 256, got ", D);
+  TORCH_CHECK(out.sizes() == q.sizes(), "out must be ", q.sizes());
+  const int group = static_cast<int>(H / KV);
+  const int vecs = static_cast<int>(D / kLanes);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float* qp = q.data_ptr<float>();
+  const float* kp = k_cache.data_ptr<float>();
+  const float* vp = v_cache.data_ptr<float>();
+  const int32_t* tables = block_tables.data_ptr<int32_t>();
+  const int32_t* lens = context_lens.data_ptr<int32_t>();
+  float* op = out.data_ptr<float>();
+  const int64_t token_stride = KV * D;
+  for (int64_t b = 0; b < B; ++b) {
+    TORCH_CHECK(lens[b] >= 0 && lens[b] <= max_blocks * block_size,
+                "context length of row ", b, " exceeds its block table");
+  }
+  at::parallel_for(0, B * KV, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / KV, g = item % KV;
+      const int64_t ctx = lens[b];
+      for (int h = 0; h < group; ++h) {
+        float* o = op + b * out.stride(0) + (g * group + h) * out.stride(1);
+        if (ctx == 0) std::fill(o, o + D, 0.0f);
+      }
+      if (ctx == 0) continue;
+      scores.assign(static_cast<size_t>(group) * ctx, 0.0f);
+      const int32_t* table = tables + b * max_blocks;
+      // Pass 1: scores of every query head of the group against every key.
+      for (int64_t t = 0; t < ctx; ++t) {
+        const int64_t block = table[t / block_size];
+        TORCH_CHECK(block >= 0 && block < num_cache_blocks, "block id out of range");
+        const float* key = kp + (block * block_size + t % block_size) * token_stride + g * D;
+        for (int h = 0; h < group; ++h) {
+          const float* qh = qp + b * q.stride(0) + (g * group + h) * q.stride(1);
+          __m512 acc = _mm512_setzero_ps();
+          for (int i = 0; i < vecs; ++i)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i * kLanes),
+                                  _mm512_loadu_ps(key + i * kLanes), acc);
+          scores[h * ctx + t] = _mm512_reduce_add_ps(acc) * scale;
+        }
+      }
+      // Pass 2: softmax per head, then the weighted sum of values.
+      for (int h = 0; h < group; ++h) {
+        float* row = scores.data() + h * ctx;
+        const float top = *std::max_element(row, row + ctx);
+        float total = 0.0f;
+        for (int64_t t = 0; t < ctx; ++t) {
+          row[t] = std::exp(row[t] - top);
+          total += row[t];
+        }
+        const float inv = 1.0f / total;
+        __m512 acc[kMaxHeadDim / kLanes];
+        for (int i = 0; i < vecs; ++i) acc[i] = _mm512_setzero_ps();
+        for (int64_t t = 0; t < ctx; ++t) {
+          const int64_t block = table[t / block_size];
+          const float* val = vp + (block * block_size + t % block_size) * token_stride + g * D;
+          const __m512 w = _mm512_set1_ps(row[t] * inv);
+          for (int i = 0; i < vecs; ++i)
+            acc[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(val + i * kLanes), acc[i]);
+        }
+        float* o = op + b * out.stride(0) + (g * group + h) * out.stride(1);
+        for (int i = 0; i < vecs; ++i) _mm512_storeu_ps(o + i * kLanes, acc[i]);
+      }
+    }
+  });
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("causal_attention", &causal_attention, "Causal flash attention forward (fp32, AVX-512)",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("start"), py::arg("out"),
         py::call_guard<py::gil_scoped_release>());
+  m.def("paged_decode", &paged_decode, "Paged decode attention of many rows (fp32, AVX-512)",
+        py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("block_tables"),
+        py::arg("context_lens"), py::arg("out"), py::call_guard<py::gil_scoped_release>());
 }

@@ -1,0 +1,186 @@
+"""LongDoc's Prometheus metrics, all defined here; every process records into them.
+
+The worker (both pools), the UI and the CLI record through the functions below; each exporting
+process serves them on LONGDOC_METRICS_PORT (app/metrics_export.py). The metric objects are
+made on first use, not at import: a prefork worker must set PROMETHEUS_MULTIPROC_DIR before
+prometheus_client picks its value store, and the CLI imports this module long before that.
+
+Labels are kinds, statuses and queue names only; never document text, questions or answers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Seconds: a question's prefill is under a second on a GPU, a 2,000-page summary takes hours.
+_SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
+_TOKENS_PER_SECOND_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    jobs: Any  # Counter: jobs by kind and status (queued, not_queued, succeeded, failed, ...)
+    job_duration: Any  # Histogram: a task's seconds, by kind and status
+    prefill_seconds: Any  # Histogram: one model request's prefill
+    decode_seconds: Any  # Histogram: one model request's decoding
+    time_to_first_token: Any  # Histogram: arrival to first token of one request
+    decode_tokens_per_second: Any  # Histogram: one request's decoding speed
+    prompt_tokens: Any  # Counter: prompt tokens, by whether the prefix cache held them
+    generated_tokens: Any  # Counter: tokens written, counted as they come
+    kv_blocks_used: Any  # Gauge: the KV cache's blocks in use, when a request began writing
+    kv_blocks_free: Any  # Gauge: its free blocks then
+    fallbacks: Any  # Counter: the engine's fallbacks (oom_halved, truncated, cpu), by kind
+    ocr_pages: Any  # Counter: pages read by OCR
+    redactions: Any  # Counter: redactions found in documents
+
+
+# The queue-depth gauge is collected at each scrape (app/metrics_export.py), not recorded.
+QUEUE_DEPTH = "longdoc_queue_depth"
+
+_lock = threading.Lock()
+_metrics: Metrics | None = None
+
+
+def get() -> Metrics:
+    """The process's metrics, made on first use."""
+    global _metrics
+    with _lock:
+        if _metrics is None:
+            _metrics = _make()
+        return _metrics
+
+
+def _make() -> Metrics:
+    from prometheus_client import Counter, Gauge, Histogram
+
+    return Metrics(
+        jobs=Counter(
+            "longdoc_jobs", "Jobs queued and ended, by kind and status.", ["kind", "status"]
+        ),
+        job_duration=Histogram(
+            "longdoc_job_duration_seconds",
+            "Seconds a job's task ran, by kind and how it ended.",
+            ["kind", "status"],
+            buckets=_SECONDS_BUCKETS,
+        ),
+        prefill_seconds=Histogram(
+            "longdoc_prefill_seconds",
+            "Seconds of one model request's prefill.",
+            buckets=_SECONDS_BUCKETS,
+        ),
+        decode_seconds=Histogram(
+            "longdoc_decode_seconds",
+            "Seconds of one model request's decoding.",
+            buckets=_SECONDS_BUCKETS,
+        ),
+        time_to_first_token=Histogram(
+            "longdoc_time_to_first_token_seconds",
+            "Seconds from a model request's arrival to its first token.",
+            buckets=_SECONDS_BUCKETS,
+        ),
+        decode_tokens_per_second=Histogram(
+            "longdoc_decode_tokens_per_second",
+            "Tokens per second of one request's decoding.",
+            buckets=_TOKENS_PER_SECOND_BUCKETS,
+        ),
+        prompt_tokens=Counter(
+            "longdoc_prompt_tokens",
+            "Prompt tokens, by whether the prefix cache held them.",
+            ["cached"],
+        ),
+        generated_tokens=Counter("longdoc_generated_tokens", "Tokens the model wrote."),
+        kv_blocks_used=Gauge(
+            "longdoc_kv_cache_blocks_used",
+            "KV cache blocks in use when the latest request began writing.",
+            multiprocess_mode="mostrecent",
+        ),
+        kv_blocks_free=Gauge(
+            "longdoc_kv_cache_blocks_free",
+            "KV cache blocks free when the latest request began writing.",
+            multiprocess_mode="mostrecent",
+        ),
+        fallbacks=Counter("longdoc_engine_fallbacks", "The engine's fallbacks, by kind.", ["kind"]),
+        ocr_pages=Counter("longdoc_ocr_pages", "Pages whose text was read by OCR."),
+        redactions=Counter("longdoc_redactions_found", "Redactions found in documents."),
+    )
+
+
+def record_job_queued(kind: str) -> None:
+    get().jobs.labels(kind=kind, status="queued").inc()
+
+
+def record_job_not_queued(kind: str) -> None:
+    """The broker could not be reached: the job was failed before any worker saw it."""
+    get().jobs.labels(kind=kind, status="not_queued").inc()
+
+
+def record_job_ended(kind: str, status: str, seconds: float) -> None:
+    """A job's task ended: "succeeded", "failed", "skipped" (done before) or "missing"."""
+    metrics = get()
+    metrics.jobs.labels(kind=kind, status=status).inc()
+    metrics.job_duration.labels(kind=kind, status=status).observe(max(seconds, 0.0))
+
+
+def record_generated_tokens(count: int = 1) -> None:
+    get().generated_tokens.inc(count)
+
+
+def record_model_request(stats: Mapping[str, Any]) -> None:
+    """One model request's engine stats (engine.RequestStats.to_dict())."""
+    metrics = get()
+    if _number(stats.get("prefill_seconds")) is not None:
+        metrics.prefill_seconds.observe(stats["prefill_seconds"])
+    if _number(stats.get("decode_seconds")) is not None and stats.get("num_decode_tokens"):
+        metrics.decode_seconds.observe(stats["decode_seconds"])
+    if _number(stats.get("time_to_first_token_seconds")) is not None:
+        metrics.time_to_first_token.observe(stats["time_to_first_token_seconds"])
+    if (speed := _number(stats.get("decode_tokens_per_second"))) is not None and speed > 0:
+        metrics.decode_tokens_per_second.observe(speed)
+    prompt = int(_number(stats.get("num_prompt_tokens")) or 0)
+    cached = min(int(_number(stats.get("num_cached_tokens")) or 0), prompt)
+    metrics.prompt_tokens.labels(cached="true").inc(cached)
+    metrics.prompt_tokens.labels(cached="false").inc(prompt - cached)
+    if (used := _number(stats.get("num_kv_blocks_used"))) is not None:
+        metrics.kv_blocks_used.set(used)
+    if (free := _number(stats.get("num_kv_blocks_free"))) is not None:
+        metrics.kv_blocks_free.set(free)
+    for fallback in stats.get("fallbacks") or ():
+        kind = fallback.get("kind") if isinstance(fallback, Mapping) else None
+        metrics.fallbacks.labels(kind=str(kind or "unknown")).inc()
+
+
+def record_ocr_pages(count: int) -> None:
+    """Pages of a newly stored document read by OCR (the ingest task, from its job's stats)."""
+    get().ocr_pages.inc(max(count, 0))
+
+
+def record_redactions(count: int) -> None:
+    """Bad redactions found in a newly stored document (the ingest task, likewise)."""
+    get().redactions.inc(max(count, 0))
+
+
+def exposed_names() -> frozenset[str]:
+    """Every series name a scrape can show (counters' _total, histograms' _bucket/_sum/_count),
+    for checking dashboards and alerts against what exists."""
+    names = {QUEUE_DEPTH}
+    for metric in vars(get()).values():
+        for family in metric.describe():
+            for sample_suffix in _SUFFIXES[family.type]:
+                names.add(family.name + sample_suffix)
+    return frozenset(names)
+
+
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)

@@ -1,0 +1,161 @@
+"""Decode attention over many sequences at once: one query per sequence against its paged KV.
+
+64 streams of 4K context read twice as many KV bytes per step as the weights of an 8B model, so
+on CUDA this is one paged kernel over every block table (engine/attention/paged_decode.py, Triton)
+whose launch shape does not depend on the context lengths: a CUDA graph of the whole decode step
+replays it with new lengths and tables in the same buffers. Where no such kernel runs (the CPU, a
+GPU without Triton) each sequence goes through its backend's own one-query path, in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.attention.base import AttentionBackend, AttentionMetadata
+
+
+@dataclass
+class DecodeBatch:
+    """The decode rows of a step: B sequences, one new token each."""
+
+    slot_mapping: torch.Tensor  # [B] int64: cache slot of each row's new token
+    block_tables: torch.Tensor  # [B, max_blocks] int32, padded with block 0
+    context_lens: torch.Tensor  # [B] int32: keys of each row, its own included
+    max_context_len: int
+    per_row: list[AttentionMetadata] | None = None  # for backends without a batched kernel
+
+    @classmethod
+    def build(
+        cls,
+        starts: Sequence[int],
+        block_tables: Sequence[Sequence[int]],
+        block_size: int,
+        device: torch.device,
+        *,
+        per_row: Callable[[Any], AttentionMetadata] | None = None,
+        chunks: Sequence[Any] = (),
+    ) -> DecodeBatch:
+        num_rows = len(starts)
+        num_blocks = [start // block_size + 1 for start in starts]
+        # One numpy array filled row by row, then one copy: a tensor per row cost ~45 us each.
+        tables = np.zeros((num_rows, max(num_blocks)), dtype=np.int32)
+        slots = np.empty(num_rows, dtype=np.int64)
+        for row, (start, table) in enumerate(zip(starts, block_tables, strict=True)):
+            tables[row, : num_blocks[row]] = table[: num_blocks[row]]
+            slots[row] = table[start // block_size] * block_size + start % block_size
+        context_lens = np.asarray(starts, dtype=np.int32) + 1
+        return cls(
+            slot_mapping=_to_device(slots, device),
+            block_tables=_to_device(tables, device),
+            context_lens=_to_device(context_lens, device),
+            max_context_len=max(starts) + 1,
+            per_row=[per_row(chunk) for chunk in chunks] if per_row is not None else None,
+        )
+
+
+def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    host = torch.from_numpy(array)
+    return host if device.type == "cpu" else host.to(device, non_blocking=True)
+
+
+class DecodeAttention:
+    """q: [B, H, D], k/v: [B, KV, D] (the rows' new keys), caches [blocks, block_size, KV, D]."""
+
+    name = "base"
+    is_batched = False  # one kernel over all rows (else per_row metadata is needed)
+    is_graph_safe = False  # may be captured in a CUDA graph
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        batch: DecodeBatch,
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class PerSequenceDecode(DecodeAttention):
+    """Each row through the backend's one-query path: exactly what a request alone computes."""
+
+    name = "per_sequence"
+
+    def __init__(self, backend: AttentionBackend) -> None:
+        self.backend = backend
+
+    def forward(self, q, k, v, k_cache, v_cache, batch):
+        assert batch.per_row is not None
+        out = torch.empty_like(q)  # [B, H, D]
+        for row, meta in enumerate(batch.per_row):
+            rows = slice(row, row + 1)
+            out[rows] = self.backend.forward(q[rows], k[rows], v[rows], k_cache, v_cache, meta)
+        return out
+
+
+class PagedDecode(DecodeAttention):
+    """A paged kernel over every row (Triton on CUDA: graph-safe)."""
+
+    name = "paged_triton"
+    is_batched = True
+    is_graph_safe = True
+
+    def __init__(self, kernel: Callable[..., torch.Tensor]) -> None:
+        self.kernel = kernel
+
+    def forward(self, q, k, v, k_cache, v_cache, batch):
+        write_slots(k, v, k_cache, v_cache, batch.slot_mapping)
+        return self.kernel(
+            q,
+            k_cache,
+            v_cache,
+            batch.block_tables,
+            batch.context_lens,
+            max_context_len=batch.max_context_len,
+        )
+
+
+def write_slots(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Store rows' K/V [B, KV, D] in their cache slots (a scatter; graph-safe)."""
+    num_kv_heads, head_dim = k.shape[1], k.shape[2]
+    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k)
+    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
+
+
+class CpuPagedDecode(PagedDecode):
+    """Our AVX-512 kernel over every row in one parallel region (the cpu_flash backend)."""
+
+    name = "paged_cpu"
+    is_graph_safe = False
+
+
+def make_decode_attention(backend: AttentionBackend, device: torch.device) -> DecodeAttention:
+    """The paged Triton kernel on CUDA where Triton runs, our AVX-512 kernel on the CPU with
+    the cpu_flash backend, else each row through `backend`."""
+    if device.type == "cpu" and backend.name == "cpu_flash":
+        from engine.attention.cpu_flash import cpu_paged_decode
+
+        return CpuPagedDecode(cpu_paged_decode)
+    if device.type == "cuda":
+        try:
+            from engine.attention.paged_decode import (
+                is_paged_decode_available,
+                paged_decode_attention,
+            )
+        except ImportError:
+            return PerSequenceDecode(backend)
+        if is_paged_decode_available(device):
+            return PagedDecode(paged_decode_attention)
+    return PerSequenceDecode(backend)

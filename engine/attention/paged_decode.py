@@ -1,0 +1,307 @@
+"""Decode attention over many sequences in the paged KV cache: one query token per sequence.
+
+paged_decode_attention runs our Triton flash-decoding kernel (paged_decode_kernels.py) on CUDA;
+paged_decode_reference is the same computation in plain torch (gather the pages, fp32 softmax),
+for the CPU and for tests. Both take the engine's cache layout [num_blocks, block_size, KV, D]
+(engine/kv_cache.py), a block table [B, max_blocks] and context lengths [B].
+
+CUDA graphs: nothing here reads a device value on the host or sizes a buffer by one. The split
+count depends only on B, KV, max_context_len and the SM count, and each split finds its token
+range from context_lens on the device, so a captured call replays with new context_lens and
+block tables written into the same buffers. The first call of each shape (batch size, split
+count, dtype, head layout) compiles the kernels, seconds: make it before the capture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from engine.errors import EngineError
+
+LOG2_E = 1.4426950408889634
+# tl.dot needs at least 16 rows and a reduction of at least 16.
+MIN_DOT_DIM = 16
+MAX_HEAD_DIM = 256
+# Splits per sequence and KV head: enough programs for TARGET_PROGRAMS_PER_SM on every SM
+# (what one SM holds at once with the default config), each split at least
+# MIN_TOKENS_PER_SPLIT tokens (a shorter one is mostly its prologue and its share of the
+# merge), at most MAX_SPLITS (the merge kernel holds all of a head's splits at once).
+TARGET_PROGRAMS_PER_SM = 4
+MIN_TOKENS_PER_SPLIT = 128
+MAX_TOKENS_PER_SPLIT = 4096
+MAX_SPLITS = 128
+# A K (or V) tile of about this many bytes per iteration: 32 tokens at D=128 in bf16.
+TILE_BYTES = 8192
+# Triton's interpreter on the CPU has no SMs: a stand-in count, so the default split plan
+# still splits long contexts there.
+INTERPRETER_NUM_SMS = 4
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Launch parameters of the split kernel (defaults from default_kernel_config)."""
+
+    tile_tokens: int  # tokens per iteration: several pages, a power of two >= 16
+    num_warps: int = 4
+    num_stages: int = 4
+
+    def __post_init__(self) -> None:
+        n = self.tile_tokens
+        if n < MIN_DOT_DIM or n & (n - 1):
+            raise EngineError(f"tile_tokens must be a power of two of at least 16, not {n}.")
+
+
+def default_kernel_config(head_dim: int, dtype: torch.dtype) -> KernelConfig:
+    """About TILE_BYTES of K per iteration (32 tokens at D=128 in bf16, 64 at D=64), four
+    stages: three K/V tiles in flight per program.
+
+    From the sm_90 build (Triton 3.6) of the bf16 D=128 kernel: 64 registers a thread and
+    54 KiB of shared memory, so four programs an SM, up to 192 KiB of K/V in flight there;
+    4.3 TB/s at ~1 us of latency needs ~33 KiB an SM. bench/paged_decode_micro.py --sweep
+    times the alternatives on the card.
+    """
+    row_bytes = _next_power_of_2(max(head_dim, MIN_DOT_DIM)) * dtype.itemsize
+    tile = max(MIN_DOT_DIM, min(128, TILE_BYTES // row_bytes))
+    return KernelConfig(tile_tokens=tile)
+
+
+def plan_num_splits(
+    *, batch_size: int, num_kv_heads: int, max_context_len: int, num_sms: int
+) -> int:
+    """Splits per (sequence, KV head): from shapes and the card only, never context_lens."""
+    programs = max(1, batch_size * num_kv_heads)
+    wanted = -(-TARGET_PROGRAMS_PER_SM * num_sms // programs)
+    # A batch whose longest context is far above the rest: splits sized to it, or that one
+    # sequence's few long splits finish last (a 33K question among 8K summaries ran 2.5x long).
+    wanted = max(wanted, -(-max_context_len // MAX_TOKENS_PER_SPLIT))
+    useful = max(1, -(-max_context_len // MIN_TOKENS_PER_SPLIT))
+    return max(1, min(wanted, useful, MAX_SPLITS))
+
+
+def is_paged_decode_available(device: torch.device) -> bool:
+    """Whether paged_decode_attention runs on `device`: a CUDA device that torch can reach, and
+    Triton imports."""
+    return device.type == "cuda" and torch.cuda.is_available() and _kernels() is not None
+
+
+def paged_decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    max_context_len: int | None = None,
+    out: torch.Tensor | None = None,
+    num_splits: int | None = None,
+    config: KernelConfig | None = None,
+) -> torch.Tensor:
+    """Attention of one query per sequence over its paged keys -> [B, H, D] (into `out` if given).
+
+    q: [B, H, D]; k_cache, v_cache: [num_blocks, block_size, KV, D], H a multiple of KV (query
+    head h reads KV head h // (H // KV)); block_tables: [B, max_blocks] int32, entries past a
+    sequence's blocks any valid id; context_lens: [B] int32, the keys each query sees (its own
+    included), 0 for a padding row (output zeros). max_context_len: an upper bound on
+    context_lens known ahead, which sizes the split grid (default: the block table's capacity).
+    num_splits and config override the split plan and the launch parameters (tuning, tests).
+    """
+    kernels = _kernels()
+    if kernels is None:
+        raise EngineError(
+            "The paged decode kernel needs the triton package; use paged_decode_reference."
+        )
+    if q.device.type != "cuda" and not _is_interpreted(kernels):
+        raise EngineError(
+            "The paged decode kernel runs on a CUDA device (or under Triton's interpreter); "
+            "use paged_decode_reference on the CPU."
+        )
+    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out)
+    batch_size, num_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    group = num_heads // num_kv_heads
+    if out is None:
+        out = torch.empty_like(q)
+    if batch_size == 0:
+        return out
+    if max_context_len is None:
+        max_context_len = block_tables.shape[1] * block_size
+    if num_splits is None:
+        num_splits = plan_num_splits(
+            batch_size=batch_size,
+            num_kv_heads=num_kv_heads,
+            max_context_len=max_context_len,
+            num_sms=_num_sms(q.device),
+        )
+    if not 1 <= num_splits <= MAX_SPLITS:
+        raise EngineError(f"num_splits must be between 1 and {MAX_SPLITS}, not {num_splits}.")
+    config = config or default_kernel_config(head_dim, q.dtype)
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    block_d = _next_power_of_2(max(head_dim, MIN_DOT_DIM))
+    single = num_splits == 1
+    if single:  # the kernel writes `out` directly; the workspace pointers go unused
+        part_out = part_lse = out
+    else:
+        part_out = torch.empty(
+            batch_size, num_heads, num_splits, head_dim, dtype=torch.float32, device=q.device
+        )
+        part_lse = torch.empty(
+            batch_size, num_heads, num_splits, dtype=torch.float32, device=q.device
+        )
+    with _device_guard(q.device):
+        kernels._paged_decode_split_kernel[(batch_size, num_kv_heads, num_splits)](
+            q, k_cache, v_cache, block_tables, context_lens, out, part_out, part_lse,
+            scale * LOG2_E,
+            block_tables.shape[1],
+            q.stride(0), q.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            block_tables.stride(0),
+            out.stride(0), out.stride(1),
+            GROUP=group,
+            GROUP_PAD=_next_power_of_2(max(group, MIN_DOT_DIM)),
+            HEAD_DIM=head_dim,
+            BLOCK_D=block_d,
+            BLOCK_SIZE=block_size,
+            TILE_N=config.tile_tokens,
+            SINGLE_SPLIT=single,
+            DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )  # fmt: skip
+        if not single:
+            kernels._merge_splits_kernel[(batch_size, num_heads)](
+                part_out, part_lse, out, num_splits, out.stride(0), out.stride(1),
+                HEAD_DIM=head_dim,
+                BLOCK_D=block_d,
+                SPLITS_PAD=_next_power_of_2(num_splits),
+                # all of a head's partial rows sit in registers: more warps for many splits
+                num_warps=4 if num_splits * block_d <= 4096 else 8,
+            )  # fmt: skip
+    return out
+
+
+def paged_decode_reference(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    max_context_len: int | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """paged_decode_attention in plain torch: every page of the block table gathered, keys past
+    a sequence's context masked, softmax in fp32. max_context_len is accepted for the same
+    signature (it only sizes the kernel's grid)."""
+    del max_context_len
+    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out)
+    batch_size, num_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    group = num_heads // num_kv_heads
+    num_keys = block_tables.shape[1] * block_size
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    table = block_tables.long()
+    visible = torch.arange(num_keys, device=q.device)[None, :] < context_lens[:, None]  # [B, N]
+    hidden = ~visible[:, :, None, None]  # [B, N, 1, 1]
+    # Slots past a context may hold anything (NaN included): zero them, 0 * NaN is NaN.
+    k = k_cache[table].reshape(batch_size, num_keys, num_kv_heads, head_dim).float()
+    v = v_cache[table].reshape(batch_size, num_keys, num_kv_heads, head_dim).float()
+    k, v = k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0)  # [B, N, KV, D]
+    qg = q.float().view(batch_size, num_kv_heads, group, head_dim)  # [B, KV, G, D]
+    scores = torch.einsum("bkgd,bnkd->bkgn", qg, k) * scale  # [B, KV, G, N]
+    scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+    # A padding row (context 0) has no visible key: zeros, not softmax's NaN.
+    probs = scores.softmax(-1).nan_to_num(nan=0.0)
+    result = torch.einsum("bkgn,bnkd->bkgd", probs, v).reshape(batch_size, num_heads, head_dim)
+    if out is None:
+        return result.to(q.dtype)
+    return out.copy_(result)
+
+
+def _check_inputs(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    out: torch.Tensor | None,
+) -> None:
+    """Shapes, dtypes and devices only: nothing that reads a value on the device."""
+    if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+        raise EngineError(
+            "Paged decode attention takes q [B, H, D] and K and V caches of one shape "
+            f"[num_blocks, block_size, KV, D]; got q {tuple(q.shape)}, "
+            f"k {tuple(k_cache.shape)}, v {tuple(v_cache.shape)}."
+        )
+    batch_size, num_heads, head_dim = q.shape
+    _, _, num_kv_heads, cache_head_dim = k_cache.shape
+    if cache_head_dim != head_dim or num_heads % num_kv_heads:
+        raise EngineError(
+            f"q's head dimension ({head_dim}) must match the cache's ({cache_head_dim}) and its "
+            f"{num_heads} heads must be a multiple of the cache's {num_kv_heads} KV heads."
+        )
+    if head_dim > MAX_HEAD_DIM:
+        raise EngineError(f"Paged decode attention supports head dimensions up to {MAX_HEAD_DIM}.")
+    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise EngineError(
+            f"q and the caches must share a dtype; got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}."
+        )
+    if (
+        block_tables.dtype != torch.int32
+        or block_tables.dim() != 2
+        or block_tables.shape[0] != batch_size
+        or context_lens.dtype != torch.int32
+        or context_lens.shape != (batch_size,)
+    ):
+        raise EngineError(
+            f"block_tables must be int32 [B={batch_size}, max_blocks] and context_lens int32 "
+            f"[B]; got {block_tables.dtype} {tuple(block_tables.shape)} and "
+            f"{context_lens.dtype} {tuple(context_lens.shape)}."
+        )
+    tensors = [q, k_cache, v_cache, block_tables, context_lens] + ([out] if out is not None else [])
+    if len({t.device for t in tensors}) != 1:
+        raise EngineError("q, the caches, block_tables, context_lens and out must share a device.")
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+        raise EngineError(f"out must be {q.dtype} {tuple(q.shape)}, like q.")
+    if any(t.stride(-1) != 1 for t in tensors):
+        raise EngineError("q, the caches, block_tables and out need a contiguous last dimension.")
+
+
+@functools.cache
+def _kernels() -> ModuleType | None:
+    try:
+        from engine.attention import paged_decode_kernels
+    except ImportError:  # no triton
+        return None
+    return paged_decode_kernels
+
+
+def _is_interpreted(kernels: ModuleType) -> bool:
+    """Whether Triton decorated the kernels for its CPU interpreter (TRITON_INTERPRET=1)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernels._paged_decode_split_kernel, InterpretedFunction)
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return INTERPRETER_NUM_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _device_guard(device: torch.device):
+    # Triton launches on the current CUDA device, which need not be the tensors'.
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length()

@@ -1,0 +1,164 @@
+"""The Triton kernels behind paged_decode.py (imported only where Triton is).
+
+Flash-decoding: program (sequence b, KV head, split) walks its share of the sequence's tokens,
+TILE_N tokens (several pages) per iteration, gathered through the block table, and keeps an
+online softmax in fp32 for all GROUP query heads of its KV head at once (padded to GROUP_PAD
+rows for tl.dot), so each K/V byte is read once per sequence. With one split it writes the
+normalized output; with several it writes a partial output and its log-sum-exp (base 2) to a
+workspace, and _merge_splits_kernel combines them.
+
+A split's token range comes from the sequence's own context length, read on the device: the
+host never needs it, so a CUDA graph replays with new context_lens and block tables.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _paged_decode_split_kernel(
+    q_ptr,  # [B, H, D]
+    k_ptr,  # [num_blocks, BLOCK_SIZE, KV, D]
+    v_ptr,
+    block_tables_ptr,  # [B, max_blocks] int32
+    context_lens_ptr,  # [B] int32
+    out_ptr,  # [B, H, D]: written when SINGLE_SPLIT
+    part_out_ptr,  # [B, H, S, D] fp32: written otherwise
+    part_lse_ptr,  # [B, H, S] fp32, log2 domain
+    scale_log2,  # softmax scale * log2(e): scores go through exp2
+    max_blocks,
+    stride_qb,
+    stride_qh,
+    stride_kn,
+    stride_ks,
+    stride_kh,
+    stride_vn,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    stride_ob,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE_N: tl.constexpr,
+    SINGLE_SPLIT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    num_splits = tl.num_programs(2)
+    num_heads = tl.num_programs(1) * GROUP
+
+    # A context longer than the block table would read past its row: clamp it.
+    ctx = tl.minimum(tl.load(context_lens_ptr + seq), max_blocks * BLOCK_SIZE)
+    # Whole tiles per split, so no tile straddles two splits.
+    tiles_per_split = tl.cdiv(tl.cdiv(ctx, TILE_N), num_splits)
+    begin = split * tiles_per_split * TILE_N
+    end = tl.minimum(begin + tiles_per_split * TILE_N, ctx)
+
+    rows = tl.arange(0, GROUP_PAD)  # query heads of this KV head (padded)
+    dims = tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, TILE_N)
+    heads = kv_head * GROUP + rows  # [GROUP_PAD]
+    row_ok = rows < GROUP
+    dim_ok = dims < HEAD_DIM
+
+    q = tl.load(
+        q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :],
+        mask=row_ok[:, None] & dim_ok[None, :],
+        other=0.0,
+    )  # [GROUP_PAD, BLOCK_D]
+
+    m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)  # running max (log2 domain)
+    l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)  # running sum of exp2(s - m_i)
+    acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
+    table_row = block_tables_ptr + seq * stride_bt
+
+    # The first tile's block ids; each iteration then fetches the next tile's (loop-carried),
+    # so no K/V address waits on a load of its own iteration and Triton's pipeliner keeps
+    # num_stages - 1 K/V tiles in flight (with the ids loaded in the same iteration, Triton
+    # 3.6 single-buffers them: seen in its sm_90 build).
+    first = begin + offs_n
+    blocks = tl.load(table_row + first // BLOCK_SIZE, mask=first < end, other=0)
+    for tile_begin in range(begin, end, TILE_N):
+        tokens = tile_begin + offs_n  # [TILE_N]
+        valid = tokens < end
+        slots = tokens % BLOCK_SIZE
+        # A token-only mask keeps the loads 16-byte vectors along D. (A compile-time `if`
+        # block, which Triton resolves statically: no ternary.)
+        if BLOCK_D == HEAD_DIM:  # noqa: SIM108
+            kv_mask = valid[:, None]
+        else:
+            kv_mask = valid[:, None] & dim_ok[None, :]
+        # int64: block id * block stride passes 2**31 elements in a large cache.
+        wide = blocks.to(tl.int64)
+        # A token's D values are contiguous (the KV heads of a slot are interleaved).
+        k_rows = wide * stride_kn + slots * stride_ks + kv_head * stride_kh  # [TILE_N]
+        v_rows = wide * stride_vn + slots * stride_vs + kv_head * stride_vh
+        k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
+        upcoming = tokens + TILE_N
+        blocks = tl.load(table_row + upcoming // BLOCK_SIZE, mask=upcoming < end, other=0)
+
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [GROUP_PAD, TILE_N]
+        scores = tl.where(valid[None, :], scores * scale_log2, float("-inf"))
+        # Every tile holds at least one valid token, so m_new is finite from the first tile on.
+        m_new = tl.maximum(m_i, tl.max(scores, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    # An empty split (or a padding row, context 0) has l_i = 0: output 0, lse -inf.
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # [GROUP_PAD, BLOCK_D]
+    out_mask = row_ok[:, None] & dim_ok[None, :]
+    if SINGLE_SPLIT:
+        out_ptrs = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :]
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=out_mask)
+    else:
+        part_rows = (seq * num_heads + heads) * num_splits + split  # [GROUP_PAD]
+        tl.store(part_out_ptr + part_rows[:, None] * HEAD_DIM + dims[None, :], out, mask=out_mask)
+        tl.store(part_lse_ptr + part_rows, m_i + tl.log2(l_i), mask=row_ok)
+
+
+@triton.jit
+def _merge_splits_kernel(
+    part_out_ptr,  # [B, H, S, D] fp32
+    part_lse_ptr,  # [B, H, S] fp32, log2 domain; -inf for an empty split
+    out_ptr,  # [B, H, D]
+    num_splits,
+    stride_ob,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    SPLITS_PAD: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    num_heads = tl.num_programs(1)
+    splits = tl.arange(0, SPLITS_PAD)
+    dims = tl.arange(0, BLOCK_D)
+    split_ok = splits < num_splits
+    dim_ok = dims < HEAD_DIM
+    base = (seq * num_heads + head) * num_splits
+
+    lse = tl.load(part_lse_ptr + base + splits, mask=split_ok, other=float("-inf"))
+    m = tl.max(lse, 0)
+    m = tl.where(m == float("-inf"), 0.0, m)  # all splits empty (context 0): weights all 0
+    weights = tl.exp2(lse - m)  # [SPLITS_PAD]
+    total = tl.sum(weights, 0)
+    parts = tl.load(
+        part_out_ptr + (base + splits)[:, None] * HEAD_DIM + dims[None, :],
+        mask=split_ok[:, None] & dim_ok[None, :],
+        other=0.0,
+    )  # [SPLITS_PAD, BLOCK_D]
+    out = tl.sum(parts * weights[:, None], 0) / tl.where(total > 0, total, 1.0)
+    out_ptrs = out_ptr + seq * stride_ob + head * stride_oh + dims
+    tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=dim_ok)

@@ -1,0 +1,97 @@
+"""What happens to a request whose prefill does not fit even a minimum-budget step.
+
+The step's largest prefill chunk names the request; the others go on. Its oom_policy:
+- "truncate": keep the prompt's start (its KV is already computed) and its end (instructions and
+  the question), dropping the middle; once per request, then "fail";
+- "cpu": free its blocks here and queue it on the engine's CPU copy of the model, which prefills
+  it again and finishes it there;
+- "fail": the request ends with an OutOfMemoryError that says what to change.
+A decode-only step that runs out of memory at the minimum fails its lowest-priority request.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.placement import CPU, Placement
+from engine.request import FINISH_ABORT
+from engine.scheduler import Step
+from engine.sequence import Sequence
+from engine.stats import FALLBACK_CPU, FALLBACK_TRUNCATED
+
+if TYPE_CHECKING:
+    from engine.llm_engine import LLMEngine
+
+# Share of the kept tokens given to the end of the prompt when truncating (the question lives there).
+TRUNCATE_TAIL_SHARE = 4
+
+
+def apply_oom_policy(engine: LLMEngine, placement: Placement, step: Step) -> None:
+    chunk = step.largest_prefill
+    if chunk is None:
+        victim = max(placement.scheduler.running, key=lambda s: (-s.priority, s.arrival_time))
+        _fail(engine, placement, victim)
+        return
+    seq = chunk.seq
+    request = engine.request_of(seq)
+    policy = engine.config.oom_policy
+    if policy == "cpu" and placement.name != CPU:
+        _move_to_cpu(engine, placement, seq)
+    elif policy == "truncate" and not request.is_truncated and seq.num_computed_tokens >= 2:
+        _truncate(engine, placement, seq)
+    else:
+        _fail(engine, placement, seq)
+
+
+def _fail(engine: LLMEngine, placement: Placement, seq: Sequence) -> None:
+    request = engine.request_of(seq)
+    request.error = engine.out_of_memory_error(placement, seq)
+    request.finish_reason = FINISH_ABORT
+    placement.scheduler.abort(seq.request_id)
+
+
+def _move_to_cpu(engine: LLMEngine, placement: Placement, seq: Sequence) -> None:
+    request = engine.request_of(seq)
+    at_token = seq.num_computed_tokens
+    cpu = engine.cpu_placement()
+    placement.scheduler.running.remove(seq)
+    placement.blocks.free(seq)
+    seq.num_cached_tokens = 0
+    request.placement = cpu
+    cpu.scheduler.add(seq)
+    request.stats.record_fallback(
+        FALLBACK_CPU,
+        {
+            "at_token": at_token,
+            "kv_moved": False,
+            "recomputed_tokens": seq.num_tokens,
+            "note": "the prompt was recomputed on the CPU and the request finished there",
+        },
+    )
+    request.stats.device = "cpu"
+
+
+def _truncate(engine: LLMEngine, placement: Placement, seq: Sequence) -> None:
+    """Keep as many tokens as fitted: the computed head and a tail of a quarter of that."""
+    request = engine.request_of(seq)
+    blocks = placement.blocks
+    num_fitted = seq.num_computed_tokens
+    num_original = seq.num_tokens
+    num_tail = max(1, num_fitted // TRUNCATE_TAIL_SHARE)
+    num_head = num_fitted - num_tail
+    tail = seq.token_ids[num_original - num_tail :]
+    blocks.truncate(seq, num_head)
+    for token_id in tail:
+        seq.append_token(token_id)
+        blocks.append_slot(seq)
+    seq.num_prompt_tokens = seq.num_tokens
+    request.is_truncated = True
+    request.stats.record_fallback(
+        FALLBACK_TRUNCATED,
+        {
+            "original_prompt_tokens": num_original,
+            "kept_head_tokens": num_head,
+            "kept_tail_tokens": num_tail,
+            "dropped_tokens": num_original - num_fitted,
+        },
+    )

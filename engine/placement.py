@@ -1,0 +1,141 @@
+"""Where requests run: a model on a device with its KV cache, block manager and scheduler.
+
+The engine has one placement on its device, and for oom_policy "cpu" a second one on the CPU,
+built on first use, that takes over requests which do not fit the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.attention import select_backend
+from engine.block_manager import BlockManager
+from engine.chunk_planner import ModelShape, plan_chunk_size
+from engine.config import EngineConfig
+from engine.device_memory import free_bytes
+from engine.errors import EngineError
+from engine.kv_cache import KVCache, plan_num_blocks
+from engine.loader import load_model
+from engine.model_runner import ModelRunner
+from engine.models.linear import CPU_MLP_MAX_ROWS, cpu_linear_fn
+from engine.scheduler import Scheduler, SchedulerConfig
+
+MAIN, CPU = "main", "cpu"
+
+
+@dataclass
+class Placement:
+    name: str  # MAIN or CPU
+    runner: ModelRunner
+    blocks: BlockManager
+    scheduler: Scheduler
+    shape: ModelShape
+    dtype_bytes: int
+
+    @property
+    def device(self) -> torch.device:
+        return self.runner.device
+
+
+def build_placement(
+    name: str,
+    config: EngineConfig,
+    checkpoint_dir: Path,
+    device: torch.device,
+    dtype: torch.dtype,
+    backend_name: str,
+    *,
+    max_model_len: int | None,
+    state_dict: Mapping[str, torch.Tensor] | None = None,
+) -> Placement:
+    model, args = load_model(checkpoint_dir, device=device, dtype=dtype, state_dict=state_dict)
+    shape = ModelShape(
+        num_layers=args.num_layers,
+        hidden_size=args.hidden_size,
+        intermediate_size=args.intermediate_size,
+        num_heads=args.num_heads,
+        num_kv_heads=args.num_kv_heads,
+        head_dim=args.head_dim,
+        vocab_size=args.vocab_size,
+    )
+    max_len = max_model_len or args.max_position_embeddings
+    dtype_bytes = torch.tensor([], dtype=dtype).element_size()
+    num_blocks = plan_num_blocks(
+        shape=shape,
+        dtype_bytes=dtype_bytes,
+        block_size=config.block_size,
+        # Room for several whole documents at once (on a GPU a quarter of max_num_seqs, on the
+        # CPU two): beyond what memory allows, the scheduler preempts.
+        max_model_len=max_len * (2 if device.type == "cpu" else max(1, config.max_num_seqs // 4)),
+        free_bytes=free_bytes(device),
+        max_kv_cache_bytes=config.max_kv_cache_bytes,
+        memory_fraction=config.kv_cache_memory_fraction,
+        is_cpu=device.type == "cpu",
+    )
+    if num_blocks < 1:
+        raise EngineError(
+            f"No room for a KV cache on {device}: not even one block of "
+            f"{config.block_size} tokens fits; raise max_kv_cache_bytes or free memory."
+        )
+    kv_cache = KVCache(
+        shape, num_blocks=num_blocks, block_size=config.block_size, dtype=dtype, device=device
+    )
+    if device.type == "cpu":
+        model.use_matmul(cpu_linear_fn(dtype), mlp_max_rows=CPU_MLP_MAX_ROWS)
+    backend = select_backend(
+        backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
+    )
+    if config.compile and device.type == "cuda":
+        model.compile_layers()
+    runner = ModelRunner(
+        model,
+        kv_cache,
+        backend,
+        device,
+        use_cuda_graphs=config.cuda_graphs,
+        max_num_seqs=config.max_num_seqs,
+        max_model_len=max_len,
+    )
+    blocks = BlockManager(num_blocks, config.block_size, config.enable_prefix_cache)
+    budget = _step_budget(config, device, shape, dtype_bytes, backend.materializes_scores)
+    scheduler = Scheduler(
+        SchedulerConfig(
+            max_num_seqs=config.max_num_seqs,
+            max_num_batched_tokens=budget,
+            min_num_batched_tokens=min(config.min_chunk_size, budget),
+            admission_window_s=config.admission_window_s,
+            lower_priority_every=config.lower_priority_every,
+        ),
+        blocks,
+    )
+    return Placement(name, runner, blocks, scheduler, shape, dtype_bytes)
+
+
+def _step_budget(
+    config: EngineConfig,
+    device: torch.device,
+    shape: ModelShape,
+    dtype_bytes: int,
+    materializes_scores: bool,
+) -> int:
+    """Tokens per step: chunk_size when set, else what free memory holds (after the weights and
+    the KV cache are allocated) between min_chunk_size and max_chunk_size."""
+    if config.chunk_size is not None:
+        return config.chunk_size
+    planned = plan_chunk_size(
+        free_bytes=free_bytes(device),
+        shape=shape,
+        dtype_bytes=dtype_bytes,
+        num_prior_tokens=0,
+        num_remaining_tokens=config.max_chunk_size,
+        min_chunk=config.min_chunk_size,
+        max_chunk=config.max_chunk_size,
+        headroom_bytes=config.memory_headroom_bytes,
+        attention_materializes_scores=materializes_scores,
+    )
+    # 0 means "even the minimum looks too big": try it anyway, a real OOM decides.
+    return max(planned, config.min_chunk_size)

@@ -1,0 +1,117 @@
+"""Paged decode attention cases shared by the interpreter run (CPU) and the CUDA run.
+
+Each case builds a cache whose blocks are handed out in shuffled order and poisoned wherever no
+query may look: block 0 (the id every block table is padded with) is all NaN, and so is every
+slot past a sequence's context in its last block. The output buffer starts as NaN, so a row the
+kernel skips shows up. Context 0 is a padding row: its output must be exactly zero.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from dataclasses import dataclass
+
+import torch
+
+from engine.attention.paged_decode import (
+    KernelConfig,
+    paged_decode_attention,
+    paged_decode_reference,
+)
+
+# (atol, rtol) against paged_decode_reference (fp32 softmax over the same inputs): |err| <=
+# atol + rtol * |expected| everywhere. fp32 is rounding only; bf16 and fp16 also round the
+# probabilities to the value dtype before P @ V (as flash kernels do) and the output itself,
+# whose rounding alone is up to 2**-9 (bf16) or 2**-12 (fp16) of its magnitude.
+TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1e-2, 1e-2)}
+
+
+@dataclass(frozen=True)
+class Case:
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+    context_lens: tuple[int, ...]
+    block_size: int = 16
+    num_splits: int | None = None  # None: the default plan
+    tile_tokens: int | None = None  # None: the default config
+    scale: float | None = None
+    q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
+
+
+MIXED = (1, 15, 16, 17, 100, 1000, 0)
+CASES: dict[str, Case] = {
+    "g3_d64_fp32_mixed": Case(9, 3, 64, torch.float32, MIXED),
+    "g3_d64_bf16_mixed": Case(9, 3, 64, torch.bfloat16, MIXED),
+    "g4_d128_fp32_one_split": Case(8, 2, 128, torch.float32, (17, 1000, 0, 100), num_splits=1),
+    "g4_d128_bf16_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3),
+    "g4_d128_fp16": Case(8, 2, 128, torch.float16, (1, 16, 300)),
+    "g1_d64_fp16": Case(2, 2, 64, torch.float16, (16, 100, 0)),
+    "g1_d128_fp32_empty_splits": Case(2, 2, 128, torch.float32, (100, 3), num_splits=8),
+    "g32_d64_fp32": Case(32, 1, 64, torch.float32, (5, 130)),
+    "d80_fp32_padded_dim": Case(4, 2, 80, torch.float32, (40, 77)),
+    "block32_g4_bf16": Case(4, 1, 64, torch.bfloat16, (33, 500, 0), block_size=32),
+    "block64_tile16_fp32": Case(4, 2, 64, torch.float32, (64, 65, 200), block_size=64, tile_tokens=16),
+    "tile128_fp32": Case(4, 2, 64, torch.float32, (129, 300), tile_tokens=128, num_splits=2),
+    "large_scores_fp32": Case(4, 2, 64, torch.float32, (700,), q_gain=10.0, num_splits=2),
+    "custom_scale_bf16": Case(4, 2, 64, torch.bfloat16, (90, 300), scale=0.3),
+    "all_padding_fp32": Case(4, 2, 64, torch.float32, (0, 0), num_splits=4),
+}  # fmt: skip
+
+
+def build_inputs(case: Case, device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
+    """q, caches, block tables and context lens for `case` (see the module docstring)."""
+    gen = torch.Generator().manual_seed(seed)
+    bs, num_kv, dim = case.block_size, case.num_kv_heads, case.head_dim
+    pages = [math.ceil(n / bs) for n in case.context_lens]
+    max_blocks = max(1, *pages) + 1  # one spare column: padded like the rest
+    num_blocks = 1 + sum(pages) + 3  # block 0 + the sequences' + some never used
+    k = torch.randn(num_blocks, bs, num_kv, dim, generator=gen)
+    v = torch.randn(num_blocks, bs, num_kv, dim, generator=gen)
+    order = (torch.randperm(num_blocks - 1, generator=gen) + 1).tolist()  # never block 0
+    table = torch.zeros(len(pages), max_blocks, dtype=torch.int32)
+    for row, (length, count) in enumerate(zip(case.context_lens, pages, strict=True)):
+        ids = [order.pop() for _ in range(count)]
+        table[row, :count] = torch.tensor(ids, dtype=torch.int32)
+        if length % bs:  # slots past the context in the last block
+            k[ids[-1], length % bs :] = float("nan")
+            v[ids[-1], length % bs :] = float("nan")
+    k[0] = float("nan")
+    v[0] = float("nan")
+    q = torch.randn(len(pages), case.num_heads, dim, generator=gen) * case.q_gain
+    tensors = {
+        "q": q.to(case.dtype),
+        "k_cache": k.to(case.dtype),
+        "v_cache": v.to(case.dtype),
+        "block_tables": table,
+        "context_lens": torch.tensor(case.context_lens, dtype=torch.int32),
+    }
+    return {name: t.to(device) for name, t in tensors.items()}
+
+
+def run_case(case: Case, device: torch.device) -> dict:
+    """The kernel on `case` against the reference: max abs error and the row checks."""
+    try:
+        inputs = build_inputs(case, device)
+        out = torch.full_like(inputs["q"], float("nan"))
+        config = KernelConfig(tile_tokens=case.tile_tokens) if case.tile_tokens else None
+        result = paged_decode_attention(
+            **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config
+        )
+        expected = paged_decode_reference(**inputs, scale=case.scale)
+        padding = inputs["context_lens"] == 0
+        atol, rtol = TOLERANCE[case.dtype]
+        err = (result.float() - expected.float()).abs()
+        return {
+            "max_abs_err": err.max().item(),
+            # <= 1 within tolerance (NaN propagates: a NaN output fails the check)
+            "tolerance_ratio": (err / (atol + rtol * expected.float().abs())).max().item(),
+            "has_nan": bool(result.isnan().any().item()),
+            "wrote_into_out": result.data_ptr() == out.data_ptr(),
+            "padding_rows_zero": bool((result[padding] == 0).all().item()),
+            "reference_has_nan": bool(expected.isnan().any().item()),
+        }
+    except Exception:
+        return {"error": traceback.format_exc()}

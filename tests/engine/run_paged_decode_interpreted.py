@@ -1,0 +1,63 @@
+"""Runs every paged decode case under Triton's CPU interpreter; writes the results as JSON.
+
+Usage (test_paged_decode.py starts it): TRITON_INTERPRET=1 python -m
+tests.engine.run_paged_decode_interpreted OUT.json. The variable must be set before triton.jit
+decorates the kernels, hence a process of its own.
+
+Two defects of Triton's interpreter are patched here, in this process only; neither touches
+what the kernel computes on a GPU:
+- (3.6; fixed by 3.9) scalars are 1-element arrays, and `range(begin, end)` with tensor bounds
+  calls int() on them, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted");
+- (3.6 and 3.9) tl.dot on bfloat16 multiplies the raw 16-bit patterns (bf16 is held as
+  uint16): widen them to fp32 first, as the tensor cores' fp32 accumulation sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import triton.language as tl
+from triton.runtime import interpreter
+
+
+def _patch_interpreter() -> None:
+    patch_lang_tensor = interpreter._patch_lang_tensor
+
+    def patched_lang_tensor(tensor, scope) -> None:
+        patch_lang_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    interpreter._patch_lang_tensor = patched_lang_tensor
+    create_dot = interpreter.InterpreterBuilder.create_dot
+
+    def widen(handle):
+        if handle.dtype.scalar != tl.bfloat16:
+            return handle
+        wide = (handle.data.astype(np.uint32) << 16).view(np.float32)
+        return interpreter.TensorHandle(wide, tl.float32)
+
+    def patched_dot(self, a, b, *rest, **kwargs):
+        return create_dot(self, widen(a), widen(b), *rest, **kwargs)
+
+    interpreter.InterpreterBuilder.create_dot = patched_dot
+
+
+def main(out_path: str) -> None:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
+    _patch_interpreter()
+    np.seterr(divide="ignore")  # log2(0) of an empty split is -inf on purpose
+    torch.set_num_threads(1)
+    from tests.engine.paged_decode_cases import CASES, run_case
+
+    results = {name: run_case(case, torch.device("cpu")) for name, case in CASES.items()}
+    with open(out_path, "w") as handle:
+        json.dump(results, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

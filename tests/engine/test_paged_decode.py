@@ -1,0 +1,301 @@
+"""The paged decode attention kernel against its torch reference, and the reference against SDPA.
+
+On this CPU the Triton kernel runs under Triton's interpreter, in a subprocess started once per
+module (TRITON_INTERPRET=1 must be set before triton decorates the kernel; see
+run_paged_decode_interpreted.py); each case of paged_decode_cases.py is then one test. Where a
+CUDA device is present the same cases run on it, and a CUDA graph is replayed with new context
+lengths and block tables in its captured buffers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.attention.paged_decode import (
+    MAX_SPLITS,
+    KernelConfig,
+    default_kernel_config,
+    is_paged_decode_available,
+    paged_decode_attention,
+    paged_decode_reference,
+    plan_num_splits,
+)
+from engine.errors import EngineError
+from tests.engine.paged_decode_cases import CASES, TOLERANCE, Case, build_inputs, run_case
+
+ROOT = Path(__file__).resolve().parents[2]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+NO_TRITON = "triton is not installed (the dev extra): the kernel cannot run under its interpreter"
+needs_cuda = pytest.mark.skipif(
+    not (HAS_TRITON and torch.cuda.is_available()), reason="needs a CUDA device and triton"
+)
+
+
+@pytest.fixture(scope="module")
+def interpreted_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    if not HAS_TRITON:
+        pytest.skip(NO_TRITON)
+    out = tmp_path_factory.mktemp("paged_decode") / "results.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.engine.run_paged_decode_interpreted", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def _assert_case_passed(result: dict) -> None:
+    assert "error" not in result, result.get("error")
+    assert not result["has_nan"]
+    assert result["tolerance_ratio"] <= 1.0, result
+    assert result["wrote_into_out"]
+    assert result["padding_rows_zero"]
+    assert not result["reference_has_nan"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_kernel_matches_reference_interpreted(name: str, interpreted_results: dict) -> None:
+    _assert_case_passed(interpreted_results[name])
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", list(CASES))
+def test_kernel_matches_reference_cuda(name: str) -> None:
+    _assert_case_passed(run_case(CASES[name], torch.device("cuda")))
+
+
+@needs_cuda
+def test_cuda_graph_replays_new_lengths_and_tables() -> None:
+    """Captured once; replayed after new q, context lens and block table rows were copied into
+    the same buffers (rows permuted, one shortened), it matches the reference on the new ones."""
+    case = Case(32, 8, 128, torch.bfloat16, (1000, 17, 0, 300))
+    inputs = build_inputs(case, torch.device("cuda"))
+    max_context_len = inputs["block_tables"].shape[1] * case.block_size
+    out = torch.empty_like(inputs["q"])
+
+    def step() -> None:
+        paged_decode_attention(**inputs, max_context_len=max_context_len, out=out)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # compiles the kernels outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    perm = torch.tensor([3, 0, 2, 1], device="cuda")
+    new_lens = inputs["context_lens"][perm] - torch.tensor([50, 0, 0, 0], device="cuda").int()
+    inputs["block_tables"].copy_(inputs["block_tables"][perm].clone())
+    inputs["context_lens"].copy_(new_lens)
+    inputs["q"].copy_(torch.randn_like(inputs["q"]))
+    graph.replay()
+    expected = paged_decode_reference(**inputs)
+    atol, rtol = TOLERANCE[case.dtype]
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
+def _sdpa_per_sequence(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Each sequence's keys gathered densely ([L, KV, D], no padding), then SDPA in fp32."""
+    q, table = inputs["q"].float(), inputs["block_tables"].long()
+    block_size = inputs["k_cache"].shape[1]
+    rows = []
+    for row, length in enumerate(inputs["context_lens"].tolist()):
+        if length == 0:
+            rows.append(torch.zeros_like(q[row]))
+            continue
+        pages = table[row, : -(-length // block_size)]
+        keys, values = (
+            c[pages].flatten(0, 1)[:length].float().transpose(0, 1)[None]  # [1, KV, L, D]
+            for c in (inputs["k_cache"], inputs["v_cache"])
+        )
+        query = q[row][None, :, None]  # [1, H, 1, D]
+        rows.append(F.scaled_dot_product_attention(query, keys, values, enable_gqa=True)[0, :, 0])
+    return torch.stack(rows)  # [B, H, D]
+
+
+@pytest.mark.parametrize(
+    ("num_heads", "num_kv_heads", "head_dim", "dtype"),
+    [
+        (9, 3, 64, torch.float32),
+        (8, 2, 128, torch.float32),
+        (4, 4, 64, torch.float32),
+        (32, 8, 128, torch.bfloat16),
+    ],
+)
+def test_reference_matches_sdpa(
+    num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype
+) -> None:
+    case = Case(num_heads, num_kv_heads, head_dim, dtype, (1, 15, 16, 17, 100, 1000, 0))
+    inputs = build_inputs(case, torch.device("cpu"))
+    got = paged_decode_reference(**inputs)
+    expected = _sdpa_per_sequence(inputs).to(dtype)
+    assert not got.isnan().any()
+    atol, rtol = TOLERANCE[dtype]
+    torch.testing.assert_close(got.float(), expected.float(), atol=atol, rtol=rtol)
+    assert (got[inputs["context_lens"] == 0] == 0).all()
+
+
+def test_reference_writes_into_out_with_a_custom_scale() -> None:
+    inputs = build_inputs(Case(4, 2, 64, torch.float32, (30, 0)), torch.device("cpu"))
+    out = torch.full_like(inputs["q"], float("nan"))
+    got = paged_decode_reference(**inputs, scale=0.5, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    default = paged_decode_reference(**inputs)
+    assert not torch.allclose(got[0], default[0])  # the scale is used
+    assert (got[1] == 0).all()
+
+
+H200_SMS = 132
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "max_context_len", "expected"),
+    [
+        (1, 32768, 66),  # 8 programs -> 4 x 132 = 528 programs
+        (1, 4096, 32),  # capped at 4096 / 128 tokens per split
+        (16, 8192, 5),
+        (64, 4096, 2),  # 512 programs: two splits
+        (64, 32768, 8),  # at most 4,096 tokens a split: a long sequence never runs alone
+        (40, 65536, 16),  # a 33K question among 8K summaries (context bucket 64K)
+        (1, 100, 1),  # one short split
+        (1, 10**7, 128),  # capped at MAX_SPLITS
+    ],
+)
+def test_plan_num_splits(batch_size: int, max_context_len: int, expected: int) -> None:
+    got = plan_num_splits(
+        batch_size=batch_size, num_kv_heads=8, max_context_len=max_context_len, num_sms=H200_SMS
+    )
+    assert got == expected
+    many_sms = plan_num_splits(
+        batch_size=batch_size, num_kv_heads=8, max_context_len=max_context_len, num_sms=10**5
+    )
+    assert many_sms == min(MAX_SPLITS, -(-max_context_len // 128))
+
+
+def test_default_kernel_config_tiles_about_8_kib() -> None:
+    assert default_kernel_config(128, torch.bfloat16) == KernelConfig(32, num_stages=4)
+    assert default_kernel_config(64, torch.bfloat16).tile_tokens == 64
+    assert default_kernel_config(128, torch.float32).tile_tokens == 16
+    assert default_kernel_config(80, torch.float16).tile_tokens == 32  # D padded to 128
+    with pytest.raises(EngineError, match="power of two"):
+        KernelConfig(tile_tokens=48)
+
+
+def test_inputs_are_checked_with_a_sentence() -> None:
+    good = build_inputs(Case(4, 2, 64, torch.float32, (30,)), torch.device("cpu"))
+    bad_cases = [
+        ({"k_cache": good["k_cache"].half()}, "share a dtype"),
+        ({"q": torch.zeros(1, 3, 64)}, "multiple of the cache's 2 KV heads"),
+        ({"block_tables": good["block_tables"].long()}, "int32"),
+        ({"context_lens": torch.zeros(2, dtype=torch.int32)}, "int32"),
+        ({"q": torch.zeros(1, 4, 128, 2)[..., 0][:, :, :64]}, "contiguous last dimension"),
+    ]
+    for change, message in bad_cases:
+        with pytest.raises(EngineError, match=message):
+            paged_decode_reference(**{**good, **change})
+
+
+def test_not_available_on_the_cpu() -> None:
+    assert not is_paged_decode_available(torch.device("cpu"))
+    if not torch.cuda.is_available():  # a CUDA device object alone is not a GPU
+        assert not is_paged_decode_available(torch.device("cuda"))
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+def test_kernel_refuses_cpu_tensors_outside_the_interpreter() -> None:
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter, where CPU tensors are allowed")
+    inputs = build_inputs(Case(4, 2, 64, torch.float32, (30,)), torch.device("cpu"))
+    with pytest.raises(EngineError, match="CUDA device"):
+        paged_decode_attention(**inputs)
+
+
+HOPPER_BUILDS = [  # (dtype, head_dim, group, block_size, single split): compiled for sm_90
+    ("bf16", 128, 4, 16, False),  # Llama-3-8B
+    ("bf16", 128, 4, 16, True),
+    ("bf16", 64, 3, 16, False),  # SmolLM2
+    ("fp16", 80, 2, 32, False),
+    ("fp32", 64, 3, 16, False),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+@pytest.mark.parametrize(("dtype", "head_dim", "group", "block_size", "single"), HOPPER_BUILDS)
+def test_kernels_compile_for_hopper(
+    dtype: str, head_dim: int, group: int, block_size: int, single: bool
+) -> None:
+    """Ahead of time, no GPU needed (Triton's bundled ptxas): the split kernel with its default
+    launch config and the merge kernel build for an H200 (sm_90), the split kernel's K/V
+    copies are pipelined (cp.async groups still pending while a tile is computed; with the
+    block ids loaded in the tile's own iteration Triton 3.6 waited for every copy), and the
+    shared memory leaves room for several programs an SM."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.attention import paged_decode_kernels as kernels
+
+    def build(fn, constexprs: dict, options: dict):
+        signature = {}
+        for name in fn.arg_names:
+            if name in constexprs:
+                signature[name] = "constexpr"
+            elif name.startswith("part_"):
+                signature[name] = "*fp32"
+            elif name.endswith("_ptr"):
+                signature[name] = (
+                    "*i32" if name in ("block_tables_ptr", "context_lens_ptr") else f"*{dtype}"
+                )
+            else:
+                signature[name] = "fp32" if name == "scale_log2" else "i32"
+        aligned = [i for i, n in enumerate(fn.arg_names) if n.endswith("_ptr") or "stride" in n]
+        attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}  # as the launcher specializes
+        source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+        return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    config = default_kernel_config(head_dim, torch_dtype)
+    block_d = triton.next_power_of_2(head_dim)
+    split = build(
+        kernels._paged_decode_split_kernel,
+        {
+            "GROUP": group,
+            "GROUP_PAD": max(16, triton.next_power_of_2(group)),
+            "HEAD_DIM": head_dim,
+            "BLOCK_D": block_d,
+            "BLOCK_SIZE": block_size,
+            "TILE_N": config.tile_tokens,
+            "SINGLE_SPLIT": single,
+            "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
+        },
+        {"num_warps": config.num_warps, "num_stages": config.num_stages},
+    )
+    # K/V tiles stay in flight across iterations: the loop waits with copy groups pending.
+    waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", split.asm["ptx"])}
+    assert max(waits, default=0) > 0, waits
+    assert split.metadata.shared <= 64 * 1024  # four programs an SM (228 KiB)
+    merge = build(
+        kernels._merge_splits_kernel,
+        {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "SPLITS_PAD": 128},
+        {"num_warps": 8},
+    )
+    assert merge.metadata.shared <= 16 * 1024

@@ -1,0 +1,190 @@
+"""The search page (snippets with matched words, filters, the page opened with the passage
+marked) and the collections page (create, add, the question queued to the broker, an answer
+whose citations name document and page, the per-document table), under AppTest."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from app.db.models import CollectionAnswer, Job
+from app.services import collection_answers, collections
+from tests.ui.conftest import all_text, broker_messages, open_page
+from tests.ui.seed import add_document
+from tests.ui.test_upload import lease_pdf, upload
+
+LEASE = [
+    "Lease between Acme and Beta. The rent is 900 dollars a month.",
+    "Neither party may assign this lease without the written consent of the other.",
+]
+SUPPLY = ["The supplier delivers widgets. Payment is due in thirty days."]
+
+
+def _seed(sessions, files_dir) -> tuple[int, int]:
+    with sessions() as session:
+        lease = add_document(session, files_dir, title="Office Lease", pages=LEASE).id
+        supply = add_document(session, files_dir, title="Supply Agreement", pages=SUPPLY).id
+        session.commit()
+    return lease, supply
+
+
+def test_search_shows_document_page_and_marked_words(app_test, ui_settings, sessions) -> None:
+    _seed(sessions, ui_settings.files_dir)
+    at = open_page(app_test(), "views/search.py")
+    at.text_input(key="search-query").input("assigned consent").run()
+    assert not at.exception
+    text = all_text(at)
+    assert "**1. Office Lease**, p. 2" in text
+    assert "**assign**" in text and "**consent**" in text
+    assert "1 passage, best match first." in text
+    at.button(
+        key=next(b.key for b in at.button if b.key and b.key.startswith("hit-"))
+    ).click().run()
+    assert not at.exception
+    assert "Page 2" in all_text(at)  # the dialog with the page
+    at.selectbox(key="search-kind").set_value(at.selectbox(key="search-kind").options[1]).run()
+    assert "No passage matches." in all_text(at)
+
+
+def test_collections_create_add_and_ask(app_test, ui_settings, sessions) -> None:
+    lease, supply = _seed(sessions, ui_settings.files_dir)
+    at = open_page(app_test(), "views/collections.py")
+    assert "Choose a collection, or create one." in all_text(at)
+    at.text_input(key="new-collection-name").input("Matter 7")
+    at.button(key="create-collection").click().run()  # the popover's form
+    assert not at.exception
+    with sessions() as session:
+        matter = collections.find_collection(session=session, name="Matter 7")
+        assert matter is not None
+    assert at.selectbox(key="collection-choice").value == matter.id  # shown, chosen
+    at.multiselect(key=f"add-{matter.id}").set_value([lease, supply])
+    at.button(key="add-documents").click().run()
+    with sessions() as session:
+        assert collections.document_ids_of(session=session, collection_id=matter.id) == [
+            lease,
+            supply,
+        ]
+    at.text_area(key="collection-question").input("Can the lease be assigned?")
+    at.button[-1].click()  # the form's submit button
+    at.run()
+    assert not at.exception
+    with sessions() as session:
+        job = session.scalars(select(Job)).one()
+        assert job.collection_id == matter.id and job.document_id is None
+        assert job.params == {"question": "Can the lease be assigned?", "collection_id": matter.id}
+    (message,) = broker_messages(ui_settings, "gpu")
+    assert message["task"] == "longdoc.answer" and message["args"] == [job.id]
+
+
+def test_rename_keeps_the_collection_chosen_and_bad_names_get_a_sentence(
+    app_test, sessions
+) -> None:
+    with sessions() as session:
+        matter = collections.create_collection(session=session, name="Matter")
+        collections.create_collection(session=session, name="Other")
+        session.commit()
+    at = open_page(app_test(), "views/collections.py", collection=str(matter.id))
+    assert at.selectbox(key="collection-choice").value == matter.id
+    at.text_input(key="rename-collection-name").input("Matter 8")
+    at.button(key="rename-collection").click().run()
+    assert not at.exception
+    assert at.selectbox(key="collection-choice").value == matter.id
+    assert at.selectbox(key="collection-choice").options == ["Matter 8", "Other"]
+    at.text_input(key="new-collection-name").input("Other")
+    at.button(key="create-collection").click().run()
+    assert "There is already a collection named 'Other'." in [e.value for e in at.error]
+    assert at.selectbox(key="collection-choice").value == matter.id
+
+
+def test_a_collection_answer_cites_documents_and_shows_the_table(
+    app_test, ui_settings, sessions
+) -> None:
+    lease, _ = _seed(sessions, ui_settings.files_dir)
+    with sessions() as session:
+        matter = collections.create_collection(session=session, name="Matter")
+        collections.add_documents(session=session, collection_id=matter.id, document_ids=[lease])
+        job = collection_answers.create_question_job(
+            session=session, collection_id=matter.id, question="Assignable?"
+        )
+        retrieval = collection_answers.save(
+            session=session,
+            job_id=job.id,
+            collection_id=matter.id,
+            question="Assignable?",
+            mode="retrieval",
+            answer="Only with consent [Office Lease, p. 2].",
+            citations=[{"document_id": lease, "title": "Office Lease", "page": 2}],
+            quotes=[
+                {
+                    "document_id": lease,
+                    "title": "Office Lease",
+                    "text": LEASE[1],
+                    "page": 2,
+                    "start_char": len(LEASE[0]) + 2,
+                    "end_char": len(LEASE[0]) + 2 + len(LEASE[1]),
+                    "passage_ordinal": 2,
+                    "score": 1.0,
+                }
+            ],
+            rows=[],
+            support="supported",
+            model="m",
+        )
+        job.status = "succeeded"
+        table_job = collection_answers.create_question_job(
+            session=session, collection_id=matter.id, question="Which leases allow assignment?"
+        )
+        table_job.status = "succeeded"
+        collection_answers.save(
+            session=session,
+            job_id=table_job.id,
+            collection_id=matter.id,
+            question="Which leases allow assignment?",
+            mode="per_document",
+            answer="Answered document by document: 1 of 1 documents.",
+            citations=[{"document_id": lease, "title": "Office Lease", "page": 2}],
+            quotes=[],
+            rows=[
+                {
+                    "document_id": lease,
+                    "title": "Office Lease",
+                    "answer": "Only with written consent.",
+                    "quote": LEASE[1],
+                    "page": 2,
+                    "source": "model",
+                    "support": "unchecked",
+                }
+            ],
+            support=None,
+            model="m",
+        )
+        session.commit()
+        retrieval_id = retrieval.id
+        assert len(session.scalars(select(CollectionAnswer)).all()) == 2
+    at = open_page(app_test(), "views/collections.py", collection=str(matter.id))
+    assert not at.exception
+    text = all_text(at)
+    assert "Only with consent \\[Office Lease, p\\. 2\\]\\." in text
+    assert "Supported by the quoted text" in text
+    (table,) = at.dataframe
+    assert list(table.value["Document"]) == ["Office Lease"]
+    assert list(table.value["Page"]) == [2]
+    labels = [b.label for b in at.button]
+    assert "Office Lease, p. 2" in labels
+    at.button(key=f"cite-{retrieval_id}-0").click().run()
+    assert not at.exception
+    assert "Page 2" in all_text(at)
+    assert "<mark" in all_text(at)  # the quoted sentence marked on its page
+
+
+def test_an_upload_goes_into_the_chosen_collection(app_test, ui_settings, sessions, tmp_path):
+    with sessions() as session:
+        matter = collections.create_collection(session=session, name="Matter")
+        session.commit()
+    data = lease_pdf(tmp_path)
+    at = open_page(app_test(), "views/upload.py")
+    at.selectbox(key="upload-collection").set_value(matter.id)
+    upload(at, [("lease.pdf", data)])
+    assert not at.exception
+    with sessions() as session:
+        job = session.scalars(select(Job)).one()
+    assert job.params["collection_id"] == matter.id  # joins it once stored (worker/runner.py)

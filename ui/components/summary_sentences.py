@@ -1,0 +1,42 @@
+"""The model's summary, sentence by sentence: those that rest on a passage of the document with
+its page, the others set apart with the reason, and each sentence's passage a click away."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.db.models import Summary
+from app.services.summary_sentences import UNSUPPORTED, sentence_views, support_line
+from ui import context as ctx
+from ui.components.quotes import render_quotes
+
+
+def render_checked_summary(document_id: int, summary: Summary) -> None:
+    """The summary as checked (Summary.sentence_support); as written when it was not."""
+    views = sentence_views(summary.sentence_support or [])
+    if not views:
+        with st.container(border=True):
+            st.markdown(summary.text)
+        return
+    supported = [view for view in views if view.is_supported]
+    apart = [view for view in views if not view.is_supported]
+    st.caption(ctx.md_escape(support_line(views)))
+    with st.container(border=True):
+        if supported:
+            st.markdown(
+                " ".join(f"{ctx.md_escape(view.text)} (p. {view.page})" for view in supported)
+            )
+        else:
+            st.markdown("_No sentence of the model's summary rests on a passage of the document._")
+    if apart:
+        st.markdown("###### Set apart: not supported by the document")
+        for view in apart:
+            colour = "red" if view.status == UNSUPPORTED else "gray"
+            st.markdown(f":{colour}[{ctx.md_escape(view.text)}] · {ctx.md_escape(view.note)}")
+    if supported:
+        with st.expander("The passage behind each sentence"):
+            for index, view in enumerate(supported):
+                st.markdown(f"**{ctx.md_escape(view.text)}**")
+                render_quotes(
+                    document_id, view.quotes[:1], key=f"sentence-{summary.id}-{index}", title=""
+                )

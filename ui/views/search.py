@@ -1,0 +1,121 @@
+"""Search: the library's passages by their words (the database's full-text search), filtered
+by collection, kind and date; each result names its document and page, shows a snippet with
+the matched words marked, and opens the page with the passage marked."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+
+import streamlit as st
+
+from app.db.models import DocumentKind
+from app.errors import AppError
+from app.query_encoder import query_encoder
+from app.services import collections
+from app.services.search import SearchFilters, SearchHit, search_passages
+from ui import context as ctx
+from ui.components.citations import CITATION_KEY, open_citation, render_open_citation
+
+MAX_QUERY_CHARS = 500
+NUM_RESULTS = 30
+
+
+def snippet_markdown(hit: SearchHit) -> str:
+    """The snippet as Markdown, matched words in bold; the text itself escaped."""
+    return "".join(
+        f"**{ctx.md_escape(p.text)}**" if p.is_match and p.text.strip() else ctx.md_escape(p.text)
+        for p in hit.snippet
+    )
+
+
+def _start_of(day: date | None) -> datetime | None:
+    return None if day is None else datetime.combine(day, time(), tzinfo=UTC)
+
+
+def _filters() -> SearchFilters:
+    with ctx.session() as db:
+        choices = {c.id: c.name for c in collections.list_collections(session=db)}
+    cells = st.columns(4)
+    collection_id = cells[0].selectbox(
+        "Collection",
+        list(choices),
+        format_func=lambda i: choices[i],
+        index=None,
+        placeholder="Every document",
+        key="search-collection",
+    )
+    kind = cells[1].selectbox(
+        "Kind",
+        list(DocumentKind),
+        format_func=lambda k: k.value.capitalize(),
+        index=None,
+        placeholder="Any kind",
+        key="search-kind",
+    )
+    since = cells[2].date_input("Added from", value=None, key="search-since")
+    until = cells[3].date_input("Added until", value=None, key="search-until")
+    return SearchFilters(
+        collection_id=collection_id,
+        kind=kind,
+        added_from=_start_of(since),
+        added_to=_start_of(until + timedelta(days=1)) if until else None,
+    )
+
+
+def _result(number: int, hit: SearchHit) -> None:
+    with st.container(border=True):
+        st.markdown(f"**{number}. {ctx.md_escape(hit.title)}**, p. {hit.page}")
+        st.markdown(snippet_markdown(hit))
+        with st.container(horizontal=True, gap="small"):
+            if st.button(
+                f"Read p. {hit.page}",
+                key=f"hit-{hit.passage_id}",
+                icon=":material/description:",
+                help="Open the page with this passage marked.",
+            ):
+                open_citation(hit.document_id, hit.page, [hit.passage_id])
+            ctx.document_link(hit.document_id, "Open the document")
+
+
+def render() -> None:
+    try:
+        _page()
+    except AppError as error:
+        ctx.show_error(error)
+
+
+def _page() -> None:
+    st.title("Search")
+    st.caption(
+        "Finds passages by their words (stemmed: *assigned* finds *assignment*); among them, "
+        "those closest in meaning to the query come first where the passages are embedded."
+    )
+    query = st.text_input(
+        "Words to find", max_chars=MAX_QUERY_CHARS, key="search-query", placeholder="assign consent"
+    )
+    filters = _filters()
+    any_word = st.toggle("Any of the words (best first)", key="search-any")
+    if not query.strip():
+        return
+    embedder = query_encoder(ctx.settings().embedding_model)  # loaded once per process
+    with ctx.session() as db:
+        hits = search_passages(
+            session=db,
+            query=query,
+            filters=filters,
+            limit=NUM_RESULTS,
+            match="any" if any_word else "all",
+            embedder=embedder,
+        )
+    if not hits:
+        st.info("No passage matches.", icon=":material/search_off:")
+        return
+    st.caption(f"{len(hits)} passage{'s' if len(hits) != 1 else ''}, best match first.")
+    for number, hit in enumerate(hits, start=1):
+        _result(number, hit)
+    citation = st.session_state.get(CITATION_KEY)
+    if citation:
+        render_open_citation(citation["document_id"])
+
+
+render()

@@ -1,0 +1,59 @@
+"""How `longdoc ask` and `longdoc summarize` print their results: the answer with its support
+label and its quotes with pages; the key passages with pages before the model's summary, whose
+sentences each carry the page of the passage they rest on, those without one set apart."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from app.db.models import Answer, Summary
+from app.display import terminal_text
+from app.services.answer_labels import support_label, support_note
+from app.services.summary_sentences import sentence_views, support_line
+
+
+def _flat(text: str) -> str:
+    return " ".join(terminal_text(text).split())
+
+
+def _quotes(console: Console, quotes: list[dict]) -> None:
+    for quote in quotes:
+        console.out(f'  p. {quote["page"]}: "{_flat(quote["text"])}"', highlight=False)
+
+
+def print_answer(console: Console, answer: Answer) -> None:
+    console.out(terminal_text(answer.answer), highlight=False)
+    label = support_label(answer.support)
+    if label is not None:
+        note = support_note(answer.support, answer.unsupported_claims or [])
+        console.print(f"\n[bold]{escape(label)}.[/bold] {escape(note)}")
+    if answer.quotes:
+        console.print("Quoted from the document:")
+        _quotes(console, answer.quotes)
+    if answer.model_answer:
+        console.print("The model's own answer, not shown above:")
+        console.out(f"  {_flat(answer.model_answer)}", highlight=False)
+    pages = ", ".join(str(p) for p in answer.cited_pages) or "none"
+    console.print(f"Cited pages: {pages}")
+
+
+def print_summary(console: Console, summary: Summary) -> None:
+    if summary.key_passages:
+        console.print("[bold]Key passages[/bold] (quoted from the document):")
+        _quotes(console, summary.key_passages)
+        console.print("\n[bold]Summary by the model[/bold]:")
+    views = sentence_views(summary.sentence_support or [])
+    if not views:
+        console.out(terminal_text(summary.text), highlight=False)
+        return
+    supported = [view for view in views if view.is_supported]
+    apart = [view for view in views if not view.is_supported]
+    if supported:
+        text = " ".join(f"{_flat(view.text)} [p. {view.page}]" for view in supported)
+        console.out(text, highlight=False)
+    console.print(escape(support_line(views)), style="dim")
+    if apart:
+        console.print("[bold]Set apart[/bold] (not supported by the document):")
+        for view in apart:
+            console.out(f"  - {_flat(view.text)} ({view.note})", highlight=False)

@@ -1,0 +1,218 @@
+"""The question job about a collection: re-read the job row, answer across the collection's
+documents (pipelines.collection_answer) or document by document in a table
+(pipelines.collection_table), and save the answer once.
+
+An answer job with params["collection_id"] is one of these (worker/tasks.py sends it here).
+Safe to run again for the same job: a saved answer is found by job id. Progress: "retrieving",
+then "reading documents" (done of total), then the model's prefill. Nothing here logs document
+text, questions or answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Document, DocumentStatus, Job, JobKind, JobStatus, Passage
+from app.services import collection_answers, collections, documents, jobs
+from app.services import facts as fact_service
+from pipelines.collection_answer import CollectionResult, RankedPassage, answer_across
+from pipelines.collection_questions import KnownFact, asks_every_document
+from pipelines.collection_sources import SourceDocument, labels_for
+from pipelines.collection_table import answer_each
+from pipelines.hybrid import index_for
+from pipelines.protocols import Embedder
+from worker import runner
+from worker.collection_retrieval import rank_collection
+from worker.document_inputs import document_input
+from worker.vector_store import from_rows
+
+logger = logging.getLogger(__name__)
+
+# A table cell is a sentence or two; a longer one holds the whole batch of decode steps back.
+TABLE_MAX_NEW_TOKENS = 64
+# A question about every document reads each one and makes a prompt for most: past this many
+# documents the job is refused with a sentence rather than left to run for an hour on a CPU.
+MAX_TABLE_DOCUMENTS = 200
+
+
+def is_collection_job(job_id: int, sessions: sessionmaker[Session]) -> bool:
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        return job is not None and job.collection_id is not None
+
+
+def run_collection_answer(
+    job_id: int,
+    *,
+    sessions: sessionmaker[Session],
+    model_factory: runner.ModelFactory,
+    max_new_tokens: int,
+    task_id: str | None = None,
+    embedder: Embedder | None = None,
+) -> runner.RunOutcome:
+    job = runner._begin(job_id, JobKind.ANSWER, sessions, task_id)
+    if job is None:
+        return runner.RunOutcome(job_id, runner.MISSING)
+    if job.status == JobStatus.SUCCEEDED:
+        return runner.RunOutcome(job_id, runner.SKIPPED)
+    with sessions() as session:
+        if collection_answers.get_for_job(session=session, job_id=job_id) is not None:
+            jobs.finish_job(session=session, job_id=job_id)
+            session.commit()
+            return runner.RunOutcome(job_id, runner.SUCCEEDED)
+    question = str(job.params.get("question") or "").strip()
+    collection_id = job.collection_id
+    if not question or collection_id is None:
+        return runner._fail(job_id, sessions, "no_question", "This job holds no question.")
+    each = job.params.get("each")
+    is_table = asks_every_document(question) if each is None else bool(each)
+    try:
+        started = time.perf_counter()
+        model = runner._build_model(model_factory)
+        progress = runner._Throttled(sessions, job_id, "answering")
+        if is_table:
+            sources = _load_sources(sessions, job_id, collection_id, None, embedder, True)
+            read_seconds = round(time.perf_counter() - started, 3)
+            result = answer_each(
+                question,
+                list(sources.values()),
+                model,
+                max_new_tokens=min(max_new_tokens, TABLE_MAX_NEW_TOKENS),
+                embedder=embedder,
+                on_progress=progress,
+            )
+        else:
+            runner._progress(sessions, job_id, "retrieving", 0, 0)
+            with sessions() as session:
+                ranked_ids, counts = rank_collection(
+                    session, collection_id=collection_id, question=question, embedder=embedder
+                )
+            wanted = list(dict.fromkeys(r.document_id for r in ranked_ids))
+            sources = _load_sources(sessions, job_id, collection_id, wanted, embedder, False)
+            read_seconds = round(time.perf_counter() - started, 3)
+            result = answer_across(
+                question,
+                _ranked(ranked_ids, sources, sessions),
+                sources,
+                model,
+                max_new_tokens=max_new_tokens,
+                embedder=embedder,
+                on_progress=progress,
+            )
+            result.stats.update(counts)
+        seconds = round(time.perf_counter() - started, 3)
+        # Retrieval and reading the documents, before the model's call.
+        result.stats["read_seconds"] = read_seconds
+    except runner._JobGone:
+        return runner.RunOutcome(job_id, runner.MISSING)
+    except Exception as error:
+        return runner._fail_from(error, job_id, sessions, "collection question")
+    _save(sessions, job_id, collection_id, question, result, model.name, seconds)
+    logger.info(
+        "collection question job %s done: collection=%s mode=%s documents=%d seconds=%.1f",
+        job_id, collection_id, result.mode, len(sources), seconds,
+    )  # fmt: skip
+    return runner.RunOutcome(job_id, runner.SUCCEEDED)
+
+
+def _load_sources(sessions, job_id, collection_id, wanted, embedder, with_facts):
+    """The collection's ready documents (only `wanted`, in that order, when given) as
+    SourceDocuments, each with its stored vectors and, for tables, its key facts."""
+    with sessions() as session:
+        members = collections.documents_of(session=session, collection_id=collection_id)
+        ready = {d.id: d for d in members if d.status == DocumentStatus.READY}
+        if not ready:
+            raise runner._Failure(
+                "empty_collection", "This collection holds no ready document to ask."
+            )
+        order = [i for i in (wanted if wanted is not None else ready) if i in ready]
+        if with_facts and len(order) > MAX_TABLE_DOCUMENTS:
+            raise runner._Failure(
+                "too_many_documents",
+                f"A question about every document takes at most {MAX_TABLE_DOCUMENTS} documents; "
+                f"this collection has {len(order)}. Ask it from the best passages instead "
+                "(`--retrieve`), or split the collection.",
+            )
+        labels = labels_for([(i, ready[i].title, ready[i].file_name) for i in order])
+        sources: dict[int, SourceDocument] = {}
+        for done, document_id in enumerate(order):
+            runner._progress(sessions, job_id, "reading documents", done, len(order))
+            sources[document_id] = _source(
+                session, ready[document_id], labels[document_id], embedder, with_facts
+            )
+        return sources
+
+
+def _source(session: Session, document: Document, label: str, embedder, with_facts: bool):
+    vectors = None
+    if embedder is not None:
+        rows = documents.get_passages(session=session, document_id=document.id)
+        vectors = from_rows(rows, embedder.name, embedder.dimension)
+    data = document_input(session, document, vectors)
+    facts: tuple[KnownFact, ...] = ()
+    if with_facts:
+        facts = tuple(
+            KnownFact(
+                field=f.field,
+                label=f.label,
+                value=f.value,
+                quote=(f.evidence[0]["text"] if f.evidence else ""),
+                page=f.page,
+            )
+            for f in fact_service.list_facts(session=session, document_id=document.id)
+        )
+    return SourceDocument(document.id, label, data, index=index_for(data, embedder), facts=facts)
+
+
+def _ranked(ranked_ids, sources, sessions) -> list[RankedPassage]:
+    """The ranked passage ids as the loaded documents' passages."""
+    with sessions() as session:
+        ids = [r.passage_id for r in ranked_ids]
+        query = select(Passage.id, Passage.ordinal).where(Passage.id.in_(ids))
+        ordinals = {row.id: row.ordinal for row in session.execute(query)}
+    ranked = []
+    for r in ranked_ids:
+        source = sources.get(r.document_id)
+        ordinal = ordinals.get(r.passage_id)
+        if source is None or ordinal is None:
+            continue
+        by_ordinal = {p.ordinal: p for p in source.document.passages}
+        if ordinal in by_ordinal:
+            ranked.append(RankedPassage(r.document_id, by_ordinal[ordinal], r.score))
+    return ranked
+
+
+def _save(sessions, job_id, collection_id, question, result: CollectionResult, model, seconds):
+    stats: dict[str, Any] = {**result.stats, "seconds": seconds, "mode": result.mode}
+    stats.pop("calls", None)
+    with sessions() as session:
+        collection_answers.save(
+            session=session,
+            job_id=job_id,
+            collection_id=collection_id,
+            question=question,
+            mode=result.mode,
+            answer=result.text,
+            citations=[_titled(dataclasses.asdict(c)) for c in result.citations],
+            quotes=[
+                {"document_id": q.document_id, "title": q.label, **dataclasses.asdict(q.evidence)}
+                for q in result.quotes
+            ],
+            rows=[_titled(dataclasses.asdict(row)) for row in result.rows],
+            support=result.support,
+            model=model,
+            stats=stats,
+        )
+        runner._finish(session, job_id, stats)
+        session.commit()
+
+
+def _titled(row: dict[str, Any]) -> dict[str, Any]:
+    """The pipelines' "label" (the document's name in citations) stored as "title"."""
+    return {("title" if key == "label" else key): value for key, value in row.items()}
