@@ -55,15 +55,18 @@ VALUE_TYPES_FOR_KIND = {
 
 @dataclass(frozen=True)
 class KnownFact:
-    """A stored key fact: its field's name, label and value, and the document character spans
-    [start, end) of the sentences it quotes. `missing`: the facts job searched for the field and
-    found no value (value and spans are then empty)."""
+    """A stored key fact (app's Fact row, as plain data): its field's name, label and value, the
+    document character spans [start, end) of the sentences it quotes, and its first quote and
+    page as stored. `missing`: the facts job searched for the field and found no value (value,
+    spans and quote are then empty)."""
 
     field: str
     label: str
     value: str
-    spans: tuple[tuple[int, int], ...]
+    spans: tuple[tuple[int, int], ...] = ()
     missing: bool = False
+    quote: str = ""
+    page: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,3 +147,19 @@ def _similarities(
         wanted = set(terms(spec.question))
         shares.append(len(wanted & asked) / len(wanted) if wanted else 0.0)
     return np.asarray(shares)
+
+
+def fact_for(question: str, facts: Sequence[KnownFact]) -> KnownFact | None:
+    """The fact whose label's every word is in the question ("Non-compete" for "Which
+    contracts have a non-compete clause?"), with a value; the longest label wins. A collection's
+    table asks this of each document: a question about every document names the field it wants,
+    and needs no field question or kind (fact_answer's guard) to be matched."""
+    asked = set(terms(question))
+    best: KnownFact | None = None
+    for fact in facts:
+        label_terms = set(terms(fact.label))
+        if not fact.value.strip() or not label_terms or not label_terms <= asked:
+            continue
+        if best is None or len(label_terms) > len(set(terms(best.label))):
+            best = fact
+    return best

@@ -1,4 +1,4 @@
-"""What kind of question a collection is asked, and whether a document's key facts answer it.
+"""What kind of question a collection is asked.
 
 A question about every document ("Which of these contracts have a non-compete clause?", "List
 each label's boxed warning") is answered document by document and shown as a table; any other
@@ -8,10 +8,6 @@ question is answered from the passages that match it best across the collection.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from pipelines.retrieve import terms
 
 _NOUNS = (
     r"(?:documents?|contracts?|agreements?|papers?|labels?|files?|studies|study|articles?|"
@@ -31,28 +27,3 @@ def asks_every_document(question: str) -> bool:
     """Whether the question wants an answer from each document (see the module docstring)."""
     lowered = " ".join(question.lower().split())
     return any(pattern.search(lowered) for pattern in _EVERY_DOCUMENT)
-
-
-@dataclass(frozen=True)
-class KnownFact:
-    """A document's stored key fact (app's Fact row, as plain data)."""
-
-    field: str
-    label: str
-    value: str
-    quote: str
-    page: int | None
-
-
-def fact_for(question: str, facts: Sequence[KnownFact]) -> KnownFact | None:
-    """The fact whose label's every word is in the question ("Non-compete" for "Which
-    contracts have a non-compete clause?"), with a value; the longest label wins."""
-    asked = set(terms(question))
-    best: KnownFact | None = None
-    for fact in facts:
-        label_terms = set(terms(fact.label))
-        if not fact.value.strip() or not label_terms or not label_terms <= asked:
-            continue
-        if best is None or len(label_terms) > len(set(terms(best.label))):
-            best = fact
-    return best

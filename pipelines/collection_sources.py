@@ -27,7 +27,7 @@ class SourceDocument:
     label: str
     document: DocumentInput
     index: PassageRanker | None = None  # ranks its passages (BM25, or hybrid); None: BM25
-    facts: tuple = field(default=())  # pipelines.collection_questions.KnownFact
+    facts: tuple = field(default=())  # pipelines.answer_facts.KnownFact
     _sentences: list = field(default_factory=list, compare=False, repr=False)
 
     @property

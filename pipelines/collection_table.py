@@ -2,7 +2,7 @@
 (document, answer, quote, page).
 
 A document whose key facts already answer the question (a stored fact whose label's words are
-all in the question: pipelines.collection_questions.fact_for) gets the fact's value and quote,
+all in the question: pipelines.answer_facts.fact_for) gets the fact's value and quote,
 with no model call. Every other document gets a short prompt of its own: the sentences that
 match the question best (from its best passages), each with CONTEXT_SENTENCES of its neighbours
 on either side, page-marked, then those sentences quoted and the question
@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipelines.answer_check import FALLBACK_STATUSES, NO_ANSWER, judge_answer
+from pipelines.answer_facts import fact_for
 from pipelines.answer_prompts import quoted_question_messages, task_words
 from pipelines.collection_answer import CollectionResult
-from pipelines.collection_questions import fact_for
 from pipelines.collection_sources import CitedPage, SourceDocument, SourceQuote
 from pipelines.evidence import DocumentSentences, Evidence, sentence_evidence
 from pipelines.model_calls import CallLog, fits

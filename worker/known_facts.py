@@ -1,4 +1,5 @@
-"""A document's stored key facts as the answer pipeline takes them (pipelines.answer_facts)."""
+"""A document's stored key facts as the pipelines take them (pipelines.answer_facts.KnownFact):
+the answer job's and the collection table's one reading of the Fact rows."""
 
 from __future__ import annotations
 
@@ -9,20 +10,29 @@ from app.services import facts as fact_service
 from pipelines.answer_facts import KnownFact
 
 
+def facts_in(session: Session, document_id: int) -> tuple[KnownFact, ...]:
+    """The document's facts (none before its facts job ran): those with a value, with their
+    quotes' spans, first quote and page, and those the job searched for and left empty
+    (KnownFact.missing)."""
+    known = []
+    for row in fact_service.list_facts(session=session, document_id=document_id):
+        if row.source == FactSource.NONE:
+            known.append(KnownFact(row.field, row.label, "", missing=True))
+        elif row.value:
+            evidence = row.evidence or ()
+            spans = tuple(
+                (int(quote["start_char"]), int(quote["end_char"]))
+                for quote in evidence
+                if quote.get("start_char") is not None and quote.get("end_char") is not None
+            )
+            quote = evidence[0]["text"] if evidence else ""
+            known.append(
+                KnownFact(row.field, row.label, row.value, spans, quote=quote, page=row.page)
+            )
+    return tuple(known)
+
+
 def known_facts(sessions: sessionmaker[Session], document_id: int) -> tuple[KnownFact, ...]:
-    """The document's facts (none before its facts job ran): those with a value and quotes, and
-    those the job searched for and left empty (KnownFact.missing)."""
+    """facts_in, in a session of its own."""
     with sessions() as session:
-        rows = fact_service.list_facts(session=session, document_id=document_id)
-        known = []
-        for row in rows:
-            if row.source == FactSource.NONE:
-                known.append(KnownFact(row.field, row.label, "", (), missing=True))
-            elif row.value:
-                spans = tuple(
-                    (int(quote["start_char"]), int(quote["end_char"]))
-                    for quote in row.evidence or ()
-                    if quote.get("start_char") is not None and quote.get("end_char") is not None
-                )
-                known.append(KnownFact(row.field, row.label, row.value, spans))
-        return tuple(known)
+        return facts_in(session, document_id)

@@ -243,12 +243,14 @@ def _run_model_job(
     *,
     compute: Callable[[Job], T],
     save: Callable[[Session, T], _Saved],
+    is_saved: Callable[..., object] | None = None,
 ) -> RunOutcome:
     """What every model job does: begin (or skip a job done before), `compute` outside any
     transaction, then `save` the result and finish the job in one commit. A failure of
     `compute` becomes the job's sentence (_failure); a database error while saving propagates,
-    for Celery to run the task again."""
-    job = _begin_model_job(job_id, kind, sessions, task_id)
+    for Celery to run the task again. `is_saved(session=, job_id=)`: whether an earlier delivery
+    saved the result (default: the kind's, _SAVED_FOR_JOB)."""
+    job = _begin_model_job(job_id, kind, sessions, task_id, is_saved or _SAVED_FOR_JOB[kind])
     if isinstance(job, RunOutcome):
         return job
     try:
@@ -274,7 +276,11 @@ _SAVED_FOR_JOB: dict[JobKind, Callable[..., object]] = {
 
 
 def _begin_model_job(
-    job_id: int, kind: JobKind, sessions: sessionmaker[Session], task_id: str | None
+    job_id: int,
+    kind: JobKind,
+    sessions: sessionmaker[Session],
+    task_id: str | None,
+    is_saved: Callable[..., object],
 ) -> Job | RunOutcome:
     """The started job, or the outcome when there is nothing to do: the job is gone, already
     succeeded, or its result was saved on an earlier delivery that lost only the bookkeeping."""
@@ -282,7 +288,7 @@ def _begin_model_job(
     if job is None or job.status == JobStatus.SUCCEEDED:
         return RunOutcome(job_id, MISSING if job is None else SKIPPED)
     with sessions() as session:
-        if _SAVED_FOR_JOB[kind](session=session, job_id=job_id):
+        if is_saved(session=session, job_id=job_id):
             jobs.finish_job(session=session, job_id=job_id)
             session.commit()
             return RunOutcome(job_id, SUCCEEDED)

@@ -11,18 +11,17 @@ text, questions or answers.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Document, DocumentStatus, Job, JobKind, JobStatus, Passage
-from app.services import collection_answers, collections, documents, jobs
-from app.services import facts as fact_service
+from app.db.models import Document, DocumentStatus, Job, JobKind, Passage
+from app.services import collection_answers, collections, documents
 from pipelines.collection_answer import CollectionResult, RankedPassage, answer_across
-from pipelines.collection_questions import KnownFact, asks_every_document
+from pipelines.collection_questions import asks_every_document
 from pipelines.collection_sources import SourceDocument, labels_for
 from pipelines.collection_table import answer_each
 from pipelines.hybrid import index_for
@@ -30,9 +29,8 @@ from pipelines.protocols import Embedder
 from worker import runner
 from worker.collection_retrieval import rank_collection
 from worker.document_inputs import document_input
+from worker.known_facts import facts_in
 from worker.vector_store import from_rows
-
-logger = logging.getLogger(__name__)
 
 # A table cell is a sentence or two; a longer one holds the whole batch of decode steps back.
 TABLE_MAX_NEW_TOKENS = 64
@@ -56,23 +54,16 @@ def run_collection_answer(
     task_id: str | None = None,
     embedder: Embedder | None = None,
 ) -> runner.RunOutcome:
-    job = runner._begin(job_id, JobKind.ANSWER, sessions, task_id)
-    if job is None:
-        return runner.RunOutcome(job_id, runner.MISSING)
-    if job.status == JobStatus.SUCCEEDED:
-        return runner.RunOutcome(job_id, runner.SKIPPED)
-    with sessions() as session:
-        if collection_answers.get_for_job(session=session, job_id=job_id) is not None:
-            jobs.finish_job(session=session, job_id=job_id)
-            session.commit()
-            return runner.RunOutcome(job_id, runner.SUCCEEDED)
-    question = str(job.params.get("question") or "").strip()
-    collection_id = job.collection_id
-    if not question or collection_id is None:
-        return runner._fail(job_id, sessions, "no_question", "This job holds no question.")
-    each = job.params.get("each")
-    is_table = asks_every_document(question) if each is None else bool(each)
-    try:
+    """Answer a collection's question: a table of one row per document when it asks about every
+    document, else one answer from the best passages across them; saved once."""
+
+    def compute(job: Job) -> _Asked:
+        question = str(job.params.get("question") or "").strip()
+        collection_id = job.collection_id
+        if not question or collection_id is None:
+            raise runner._Failure("no_question", "This job holds no question.")
+        each = job.params.get("each")
+        is_table = asks_every_document(question) if each is None else bool(each)
         started = time.perf_counter()
         model = runner._build_model(model_factory)
         progress = runner._Throttled(sessions, job_id, "answering")
@@ -109,16 +100,31 @@ def run_collection_answer(
         seconds = round(time.perf_counter() - started, 3)
         # Retrieval and reading the documents, before the model's call.
         result.stats["read_seconds"] = read_seconds
-    except runner._JobGone:
-        return runner.RunOutcome(job_id, runner.MISSING)
-    except Exception as error:
-        return runner._fail_from(error, job_id, sessions, "collection question")
-    _save(sessions, job_id, collection_id, question, result, model.name, seconds)
-    logger.info(
-        "collection question job %s done: collection=%s mode=%s documents=%d seconds=%.1f",
-        job_id, collection_id, result.mode, len(sources), seconds,
-    )  # fmt: skip
-    return runner.RunOutcome(job_id, runner.SUCCEEDED)
+        return _Asked(collection_id, question, result, model.name, seconds, len(sources))
+
+    def save(session: Session, done: _Asked) -> runner._Saved:
+        return _save(session, job_id, done)
+
+    return runner._run_model_job(
+        job_id,
+        JobKind.ANSWER,
+        "collection question",
+        sessions,
+        task_id,
+        compute=compute,
+        save=save,
+        is_saved=collection_answers.get_for_job,
+    )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    collection_id: int
+    question: str
+    result: CollectionResult
+    model_name: str
+    seconds: float
+    num_documents: int
 
 
 def _load_sources(sessions, job_id, collection_id, wanted, embedder, with_facts):
@@ -155,18 +161,7 @@ def _source(session: Session, document: Document, label: str, embedder, with_fac
         rows = documents.get_passages(session=session, document_id=document.id)
         vectors = from_rows(rows, embedder.name, embedder.dimension)
     data = document_input(session, document, vectors)
-    facts: tuple[KnownFact, ...] = ()
-    if with_facts:
-        facts = tuple(
-            KnownFact(
-                field=f.field,
-                label=f.label,
-                value=f.value,
-                quote=(f.evidence[0]["text"] if f.evidence else ""),
-                page=f.page,
-            )
-            for f in fact_service.list_facts(session=session, document_id=document.id)
-        )
+    facts = facts_in(session, document.id) if with_facts else ()
     return SourceDocument(document.id, label, data, index=index_for(data, embedder), facts=facts)
 
 
@@ -188,29 +183,32 @@ def _ranked(ranked_ids, sources, sessions) -> list[RankedPassage]:
     return ranked
 
 
-def _save(sessions, job_id, collection_id, question, result: CollectionResult, model, seconds):
-    stats: dict[str, Any] = {**result.stats, "seconds": seconds, "mode": result.mode}
+def _save(session: Session, job_id: int, done: _Asked) -> runner._Saved:
+    result = done.result
+    stats: dict[str, Any] = {**result.stats, "seconds": done.seconds, "mode": result.mode}
     stats.pop("calls", None)
-    with sessions() as session:
-        collection_answers.save(
-            session=session,
-            job_id=job_id,
-            collection_id=collection_id,
-            question=question,
-            mode=result.mode,
-            answer=result.text,
-            citations=[_titled(dataclasses.asdict(c)) for c in result.citations],
-            quotes=[
-                {"document_id": q.document_id, "title": q.label, **dataclasses.asdict(q.evidence)}
-                for q in result.quotes
-            ],
-            rows=[_titled(dataclasses.asdict(row)) for row in result.rows],
-            support=result.support,
-            model=model,
-            stats=stats,
-        )
-        runner._finish(session, job_id, stats)
-        session.commit()
+    collection_answers.save(
+        session=session,
+        job_id=job_id,
+        collection_id=done.collection_id,
+        question=done.question,
+        mode=result.mode,
+        answer=result.text,
+        citations=[_titled(dataclasses.asdict(c)) for c in result.citations],
+        quotes=[
+            {"document_id": q.document_id, "title": q.label, **dataclasses.asdict(q.evidence)}
+            for q in result.quotes
+        ],
+        rows=[_titled(dataclasses.asdict(row)) for row in result.rows],
+        support=result.support,
+        model=done.model_name,
+        stats=stats,
+    )
+    return runner._Saved(
+        stats,
+        f"collection={done.collection_id} mode={result.mode} documents={done.num_documents} "
+        f"seconds={done.seconds:.1f}",
+    )
 
 
 def _titled(row: dict[str, Any]) -> dict[str, Any]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipelines.answer_facts import KnownFact, fact_for
 from pipelines.collection_answer import RankedPassage, answer_across
-from pipelines.collection_questions import KnownFact, asks_every_document, fact_for
+from pipelines.collection_questions import asks_every_document
 from pipelines.collection_sources import (
     CitedPage,
     SourceDocument,
@@ -101,7 +102,9 @@ def test_nothing_ranked_is_no_answer() -> None:
 
 
 def test_every_document_in_one_batched_call_with_facts_first() -> None:
-    fact = KnownFact("non_compete", "Non-compete", "Two years after termination", NON_COMPETE, 3)
+    fact = KnownFact(
+        "non_compete", "Non-compete", "Two years after termination", quote=NON_COMPETE, page=3
+    )
     sources = _sources(facts={3: (fact,)})
     model = BatchingEcho()
     question = "Which of these contracts have a non-compete clause, or may assign, on what subject?"
@@ -132,8 +135,8 @@ def test_questions_about_every_document() -> None:
 
 
 def test_facts_answer_only_when_every_label_word_is_asked() -> None:
-    law = KnownFact("governing_law", "Governing law", "Ohio", "governed by Ohio law", 4)
-    empty = KnownFact("non_compete", "Non-compete", "", "", None)
+    law = KnownFact("governing_law", "Governing law", "Ohio", quote="governed by Ohio law", page=4)
+    empty = KnownFact("non_compete", "Non-compete", "")
     assert fact_for("Which law governs each contract?", [law, empty]) == law
     assert fact_for("Which contracts have a non-compete?", [law, empty]) is None
     assert fact_for("Which contracts have a cap on liability?", [law]) is None

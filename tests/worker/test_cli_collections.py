@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.db.models import FactSource, JobKind
-from app.services import facts, jobs
+from app.db.models import FactSource, Job, JobKind, JobStatus
+from app.services import collection_answers, collections, facts, jobs
 from tests.app.library_rows import FILLER, store
 from tests.pipelines.echo_model import EchoModel
 from tests.worker import test_cli_ask
 from tests.worker.test_cli_ask import WAIT_S, _worker, cli_runner
-from worker import runner_collection
+from worker import runner, runner_collection
 from worker.cli import cli
 
 sessions = test_cli_ask.sessions  # the fixture: a migrated SQLite database, embedded broker
@@ -196,3 +196,38 @@ def test_search_ranks_by_meaning_where_passages_are_embedded(sessions) -> None:
     assert output.index("1. Office Lease") < output.index("2. Lease Schedule")
     output = _run("search", QUESTION, "--any", "--words-only")[1]
     assert output.index("1. Lease Schedule") < output.index("2. Office Lease")
+
+
+def test_a_redelivered_collection_question_is_answered_once(sessions) -> None:
+    ids = _library(sessions)
+    with sessions() as session:
+        matter = collections.create_collection(session=session, name="Matter")
+        session.flush()
+        collections.add_documents(
+            session=session, collection_id=matter.id, document_ids=[ids["supply"]]
+        )
+        job = collection_answers.create_question_job(
+            session=session, collection_id=matter.id, question="Can the supplier assign it?"
+        )
+        session.commit()
+        job_id, collection_id = job.id, matter.id
+
+    def run(model_factory) -> str:
+        return runner_collection.run_collection_answer(
+            job_id, sessions=sessions, model_factory=model_factory, max_new_tokens=64
+        ).status
+
+    def no_model():
+        raise AssertionError("the model is not needed again")
+
+    assert run(EchoModel) == runner.SUCCEEDED
+    assert run(no_model) == runner.SKIPPED  # done
+    with sessions() as session:  # a delivery that saved the answer, then lost the finish
+        session.get(Job, job_id).status = JobStatus.RUNNING
+        session.commit()
+    assert run(no_model) == runner.SUCCEEDED
+    with sessions() as session:
+        answers = collection_answers.list_for_collection(
+            session=session, collection_id=collection_id
+        )
+        assert len(answers) == 1 and session.get(Job, job_id).status == JobStatus.SUCCEEDED
