@@ -29,6 +29,21 @@ def _law_sentence(text: str) -> tuple[int, int]:
     return start, text.index("rules.", start) + len("rules.")
 
 
+def _fact_and_question(session, document_id: int, fact: fact_service.NewFact):
+    """A facts job that stored `fact`, and an answer job asking about the governing law."""
+    facts_job = jobs.create_job(session=session, kind=JobKind.FACTS, document_id=document_id)
+    session.flush()
+    fact_service.save_facts(
+        session=session, job_id=facts_job.id, document_id=document_id, model="test", facts=[fact]
+    )
+    return jobs.create_job(
+        session=session,
+        kind=JobKind.ANSWER,
+        document_id=document_id,
+        params={"question": "Which state's law governs this agreement?"},
+    )
+
+
 def test_the_answer_job_answers_from_the_stored_governing_law_fact(sessions, tmp_path) -> None:
     document_id, _ = _ingested(sessions, tmp_path)
     with sessions() as session:
@@ -38,34 +53,22 @@ def test_the_answer_job_answers_from_the_stored_governing_law_fact(sessions, tmp
         pages = documents.get_pages(session=session, document_id=document_id)
         text = document_text([PageText(p.number, p.text) for p in pages])
         start, end = _law_sentence(text)
-        facts_job = jobs.create_job(session=session, kind=JobKind.FACTS, document_id=document_id)
-        session.flush()
-        fact_service.save_facts(
-            session=session,
-            job_id=facts_job.id,
-            document_id=document_id,
-            model="test",
-            facts=[
-                fact_service.NewFact(
-                    field="governing_law",
-                    label="Governing law",
-                    position=7,
-                    value="Vermont",
-                    normalized_value="Vermont",
-                    confidence=0.9,
-                    source=FactSource.RULE,
-                    page=5,
-                    evidence=[
-                        {"text": text[start:end], "page": 5, "start_char": start, "end_char": end}
-                    ],
-                )
-            ],
-        )
-        answer_job = jobs.create_job(
-            session=session,
-            kind=JobKind.ANSWER,
-            document_id=document_id,
-            params={"question": "Which state's law governs this agreement?"},
+        answer_job = _fact_and_question(
+            session,
+            document_id,
+            fact_service.NewFact(
+                field="governing_law",
+                label="Governing law",
+                position=7,
+                value="Vermont",
+                normalized_value="Vermont",
+                confidence=0.9,
+                source=FactSource.RULE,
+                page=5,
+                evidence=[
+                    {"text": text[start:end], "page": 5, "start_char": start, "end_char": end}
+                ],
+            ),
         )
         session.commit()
     assert [fact.field for fact in known_facts(sessions, document_id)] == ["governing_law"]
@@ -109,24 +112,10 @@ def test_the_embedder_matches_paraphrases_and_nothing_else(
 def test_a_field_the_facts_job_left_empty_answers_that_none_was_found(sessions, tmp_path) -> None:
     document_id, _ = _ingested(sessions, tmp_path)
     with sessions() as session:
-        facts_job = jobs.create_job(session=session, kind=JobKind.FACTS, document_id=document_id)
-        session.flush()
-        fact_service.save_facts(
-            session=session,
-            job_id=facts_job.id,
-            document_id=document_id,
-            model="test",
-            facts=[
-                fact_service.NewFact(
-                    "governing_law", "Governing law", 7, "", "", 0.0, FactSource.NONE
-                )
-            ],
-        )
-        answer_job = jobs.create_job(
-            session=session,
-            kind=JobKind.ANSWER,
-            document_id=document_id,
-            params={"question": "Which state's law governs this agreement?"},
+        answer_job = _fact_and_question(
+            session,
+            document_id,
+            fact_service.NewFact("governing_law", "Governing law", 7, "", "", 0.0, FactSource.NONE),
         )
         session.commit()
     (known,) = known_facts(sessions, document_id)
