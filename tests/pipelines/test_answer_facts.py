@@ -105,16 +105,17 @@ def test_a_fact_without_a_value_or_quotes_answers_nothing(contract) -> None:
         assert fact_answer(question, [fact], sentences, contract.passages) is None
 
 
+# The facts job searched for the field and found no valid value.
+MISSING_LAW = KnownFact(field="governing_law", label="Governing law", value="", missing=True)
+
+
 def test_a_field_searched_and_not_found_answers_so_with_the_closest_quotes(contract) -> None:
     # The facts job read the passages retrieved for the field and none held a valid value: the
     # question gets that, not the small model's guess, and the closest sentences to check.
-    missing = KnownFact(
-        field="governing_law", label="Governing law", value="", spans=(), missing=True
-    )
     model = EchoModel()
     result = answer_question(
         contract, "Which state's law governs this agreement?", model, max_new_tokens=50,
-        facts=[missing],
+        facts=[MISSING_LAW],
     )  # fmt: skip
     assert model.prompts == []
     assert result.method == "key_fact" and result.support == "no_answer"
@@ -126,12 +127,9 @@ def test_a_field_searched_and_not_found_answers_so_with_the_closest_quotes(contr
 
 
 def test_a_missing_fact_of_another_kind_leaves_the_question_to_the_model(contract) -> None:
-    missing = KnownFact(
-        field="governing_law", label="Governing law", value="", spans=(), missing=True
-    )
     model = EchoModel()
     result = answer_question(
         contract, "On what date was this agreement made?", model, max_new_tokens=50,
-        facts=[missing],
+        facts=[MISSING_LAW],
     )  # fmt: skip
     assert result.method != "key_fact" and len(model.prompts) == 1
