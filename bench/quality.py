@@ -107,15 +107,23 @@ class Harness:
 
         return engine_holder.get_chat_model(self.settings)
 
-    def _job(self, kind, document_id: int | None = None, params: dict | None = None) -> int:
+    def _run(self, run, kind, document_id: int, what: str, **kwargs: Any) -> tuple[int, float]:
+        """A job of `kind` created and run by `run(job_id, sessions=, model_factory=, **kwargs)`:
+        its id and seconds; a failed job ends the benchmark with its sentence."""
         from app.services import jobs
 
+        params = kwargs.pop("params", None)
         with self.sessions() as session:
             job = jobs.create_job(
                 session=session, kind=kind, document_id=document_id, params=params
             )
             session.commit()
-            return job.id
+            job_id = job.id
+        started = time.perf_counter()
+        outcome = run(job_id, sessions=self.sessions, model_factory=self.model, **kwargs)
+        seconds = round(time.perf_counter() - started, 1)
+        self._check(outcome, job_id, what)
+        return job_id, seconds
 
     def _check(self, outcome, job_id: int, what: str) -> None:
         from app.services import jobs
@@ -162,11 +170,7 @@ class Harness:
         from app.services import jobs
         from worker import runner_facts
 
-        job_id = self._job(JobKind.FACTS, document_id)
-        started = time.perf_counter()
-        outcome = runner_facts.run_facts(job_id, sessions=self.sessions, model_factory=self.model)
-        seconds = round(time.perf_counter() - started, 1)
-        self._check(outcome, job_id, "facts")
+        job_id, seconds = self._run(runner_facts.run_facts, JobKind.FACTS, document_id, "facts")
         with self.sessions() as session:
             stats = jobs.get_job(session=session, job_id=job_id).stats
             rows = fact_service.list_facts(session=session, document_id=document_id)
@@ -193,17 +197,15 @@ class Harness:
         from app.services import results
         from worker import runner
 
-        job_id = self._job(JobKind.ANSWER, document_id, {"question": question})
-        started = time.perf_counter()
-        outcome = runner.run_answer(
-            job_id,
-            sessions=self.sessions,
-            model_factory=self.model,
+        job_id, seconds = self._run(
+            runner.run_answer,
+            JobKind.ANSWER,
+            document_id,
+            "answer",
+            params={"question": question},
             max_new_tokens=max_new_tokens,
             embedder=self.embedder,
         )
-        seconds = round(time.perf_counter() - started, 1)
-        self._check(outcome, job_id, "answer")
         with self.sessions() as session:
             row = results.get_answer_for_job(session=session, job_id=job_id)
             text = row.answer
@@ -224,17 +226,14 @@ class Harness:
         from app.services import results
         from worker import runner
 
-        job_id = self._job(JobKind.SUMMARIZE, document_id)
-        started = time.perf_counter()
-        outcome = runner.run_summary(
-            job_id,
-            sessions=self.sessions,
-            model_factory=self.model,
+        job_id, seconds = self._run(
+            runner.run_summary,
+            JobKind.SUMMARIZE,
+            document_id,
+            "summary",
             max_new_tokens=max_new_tokens,
             embedder=self.embedder,
         )
-        seconds = round(time.perf_counter() - started, 1)
-        self._check(outcome, job_id, "summary")
         with self.sessions() as session:
             summary = results.get_summary_for_job(session=session, job_id=job_id)
             rows = summary.sentence_support or []
