@@ -77,25 +77,10 @@ def test_an_old_document_gets_vectors_on_its_first_question_and_retrieval_turns_
         (disputes,) = [row.id for row in rows if "Pennsylvania" in row.text]
 
     def ask(embedder_or_none) -> Answer:
-        with sessions() as session:
-            job = jobs.create_job(
-                session=session,
-                kind=JobKind.ANSWER,
-                document_id=document_id,
-                params={"question": QUESTION},
-            )
-            session.commit()
-        # A context too small for the whole contract: the answer reads retrieved passages.
-        outcome = runner.run_answer(
-            job.id,
-            sessions=sessions,
-            model_factory=lambda: EchoModel(max_context_tokens=195),
-            max_new_tokens=16,
-            embedder=embedder_or_none,
-        )
+        job_id, outcome = _answer(sessions, document_id, embedder_or_none)
         assert outcome.status == runner.SUCCEEDED
         with sessions() as session:
-            answer = session.scalars(select(Answer).where(Answer.job_id == job.id)).one()
+            answer = session.scalars(select(Answer).where(Answer.job_id == job_id)).one()
             assert answer.stats["num_passages_in_prompt"] is not None
             return answer
 
@@ -114,6 +99,27 @@ def test_an_old_document_gets_vectors_on_its_first_question_and_retrieval_turns_
         assert from_rows(rows, embedder.name, embedder.dimension) is not None
 
 
+def _answer(sessions, document_id: int, embedder) -> tuple[int, runner.RunOutcome]:
+    """QUESTION asked of the document through the answer job, with `embedder` (or None)."""
+    with sessions() as session:
+        job = jobs.create_job(
+            session=session,
+            kind=JobKind.ANSWER,
+            document_id=document_id,
+            params={"question": QUESTION},
+        )
+        session.commit()
+    # A context too small for the whole contract: the answer reads retrieved passages.
+    outcome = runner.run_answer(
+        job.id,
+        sessions=sessions,
+        model_factory=lambda: EchoModel(max_context_tokens=195),
+        max_new_tokens=16,
+        embedder=embedder,
+    )
+    return job.id, outcome
+
+
 class _BrokenEmbedder:
     """An embedder whose model fails (as torch does when out of memory)."""
 
@@ -128,22 +134,7 @@ def test_a_failing_embedder_leaves_the_answer_to_bm25(
     sessions, options, count_tokens, tmp_path
 ) -> None:
     document_id = _ingest(sessions, options, count_tokens, tmp_path, embedder=None)
-    with sessions() as session:
-        job = jobs.create_job(
-            session=session,
-            kind=JobKind.ANSWER,
-            document_id=document_id,
-            params={"question": QUESTION},
-        )
-        session.commit()
-
-    outcome = runner.run_answer(
-        job.id,
-        sessions=sessions,
-        model_factory=lambda: EchoModel(max_context_tokens=195),
-        max_new_tokens=16,
-        embedder=_BrokenEmbedder(),
-    )
+    _, outcome = _answer(sessions, document_id, _BrokenEmbedder())
 
     assert outcome.status == runner.SUCCEEDED
     with sessions() as session:
