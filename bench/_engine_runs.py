@@ -15,7 +15,15 @@ import torch
 
 from bench._flops import Shape
 from bench._models import hf_state_dict, write_config_and_tokenizer, write_weights
-from engine import EngineConfig, LLMEngine
+from engine import EngineConfig, LLMEngine, SamplingParams
+
+
+def fixed_length(max_new_tokens: int) -> SamplingParams:
+    """Greedy sampling that writes exactly max_new_tokens: past the end-of-sequence tokens and
+    past the loop detector (random prompts and repeated text make the default model repeat
+    itself, and a generation cut short would time fewer tokens than it counts)."""
+    return SamplingParams(max_new_tokens=max_new_tokens, ignore_eos=True, stop_on_loop=False)
+
 
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 

@@ -25,7 +25,6 @@ import torch  # noqa: E402
 from bench import _engine_runs as er  # noqa: E402
 from bench._models import random_hf_model, write_config_and_tokenizer  # noqa: E402
 from bench.generate import random_prompt  # noqa: E402
-from engine import SamplingParams  # noqa: E402
 
 
 def main() -> int:
@@ -52,7 +51,7 @@ def main() -> int:
         ),
     )
     vocab = engine.model_args.vocab_size
-    params = SamplingParams(max_new_tokens=args.steps + 200, ignore_eos=True)
+    params = er.fixed_length(args.steps + 200)
     for batch in args.batches:
         for i in range(batch):
             engine.add_request(random_prompt(args.context, 77 + 1000 * batch + i, vocab), params)

@@ -18,8 +18,10 @@ CUDA parts (--parts to choose):
               document already in the prefix cache, at high priority: time to its first token
               (median of 10) and its decode speed against the same question alone
   prefill     32K and 128K prompts through prefill_logits (as bench/prefill.py times them)
-CPU parts: single (one stream) and sections (8 prompts of about 1,000 tokens, 128 new tokens
-each, batched against one after another).
+CPU parts: hf (transformers generate, batch 1 and 8, 1,000-token prompt, 128 new tokens, on the
+default model's weights as the engine converted them), single (the engine, one stream, the same
+lengths) and sections (8 prompts of about 1,000 tokens, 128 new tokens each, batched against one
+after another). Every part writes its full length (bench._engine_runs.fixed_length).
 
 Every GPU time is taken after torch.cuda.synchronize (the engine synchronizes at the end of
 every step; generate's outputs are read back). Results: bench/results/generate_<label>.md/.json.
@@ -45,7 +47,7 @@ from bench._report import hardware  # noqa: E402
 from engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 
 GPU_PARTS = ("hf", "single", "concurrent", "hier", "question", "prefill")
-CPU_PARTS = ("single", "sections")
+CPU_PARTS = ("hf", "single", "sections")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -125,7 +127,7 @@ def decode_rate(times: list[float]) -> float:
 
 def engine_single(engine: LLMEngine, prompt_tokens: int, new_tokens: int) -> dict:
     vocab = engine.model_args.vocab_size
-    params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
+    params = er.fixed_length(new_tokens)
     engine.generate(random_prompt(prompt_tokens, 7, vocab), params)  # warm-up (graph capture)
     runs = []
     for seed in (11, 12, 13):
@@ -149,9 +151,9 @@ def engine_single(engine: LLMEngine, prompt_tokens: int, new_tokens: int) -> dic
 
 def engine_concurrent(engine: LLMEngine, n: int, prompt_tokens: int, new_tokens: int) -> dict:
     vocab = engine.model_args.vocab_size
-    params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
+    params = er.fixed_length(new_tokens)
     prompts = [random_prompt(prompt_tokens, 500 + i, vocab) for i in range(n)]
-    engine.generate_many(prompts[:8], SamplingParams(max_new_tokens=4, ignore_eos=True))
+    engine.generate_many(prompts[:8], er.fixed_length(4))
     timeline = Timeline()
     started = time.perf_counter()
     ids = {
@@ -177,7 +179,7 @@ def engine_concurrent(engine: LLMEngine, n: int, prompt_tokens: int, new_tokens:
 
 def engine_hierarchical(engine: LLMEngine, new_tokens: int) -> dict:
     vocab = engine.model_args.vocab_size
-    params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
+    params = er.fixed_length(new_tokens)
     sections = [random_prompt(8192, 900 + i, vocab) for i in range(16)]
 
     def combine(outputs: list[list[int]]) -> float:
@@ -186,7 +188,7 @@ def engine_hierarchical(engine: LLMEngine, new_tokens: int) -> dict:
         engine.generate(prompt, params)
         return time.perf_counter() - started
 
-    engine.generate_many(sections[:2], SamplingParams(max_new_tokens=2, ignore_eos=True))
+    engine.generate_many(sections[:2], er.fixed_length(2))
     started = time.perf_counter()
     outs = [engine.generate(s, params).token_ids for s in sections]
     sequential_sections = time.perf_counter() - started
@@ -210,7 +212,7 @@ def engine_question(engine: LLMEngine, new_tokens: int) -> dict:
     vocab = engine.model_args.vocab_size
     document = random_prompt(32768, 4242, vocab)
     engine.generate(document, SamplingParams(max_new_tokens=1))  # the document in the cache
-    question_params = SamplingParams(max_new_tokens=64, ignore_eos=True)
+    question_params = er.fixed_length(64)
 
     def question(seed: int) -> list[int]:
         return [*document, *random_prompt(1024, seed, vocab)]
@@ -221,7 +223,7 @@ def engine_question(engine: LLMEngine, new_tokens: int) -> dict:
         engine.generate(question(seed), question_params, on_token=timeline.callback(0))
         alone.append(decode_rate(timeline.times[0]))
     writers = [random_prompt(8192, 3000 + i, vocab) for i in range(32)]
-    long_params = SamplingParams(max_new_tokens=4096, ignore_eos=True)
+    long_params = er.fixed_length(4096)
     written: list[float] = []  # the writers' token times, all of them
     for prompt in writers:
         engine.add_request(
@@ -297,7 +299,7 @@ def engine_cpu_sections(engine: LLMEngine) -> dict:
         body = f"Section {i + 1}. " + text * 30
         messages = [{"role": "user", "content": f"Summarize this section:\n{body}"}]
         prompts.append(engine.apply_chat_template(messages)[:1000])
-    params = SamplingParams(max_new_tokens=128, ignore_eos=True)
+    params = er.fixed_length(128)
     engine.generate(prompts[0][:200], SamplingParams(max_new_tokens=4))
     started = time.perf_counter()
     for prompt in prompts:
@@ -351,6 +353,13 @@ def main(argv: list[str] | None = None) -> int:
         from engine.gguf_convert import convert_gguf
 
         folder = convert_gguf(default_gguf_path(), args.cache_dir)
+        if "hf" in parts:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+            results["hf"] = [hf_generate(model, b, 1000, 128, device) for b in (1, 8)]
+            print("transformers:", json.dumps(results["hf"]), flush=True)
+            del model
         engine = LLMEngine(
             EngineConfig(model_path=folder, device="cpu", max_num_seqs=16, min_chunk_size=32)
         )
