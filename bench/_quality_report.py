@@ -127,14 +127,22 @@ def _summary_scores(summary: dict, opinion_gold: dict | None) -> dict[str, Any]:
         "num_unsupported": sum(s["status"] == "unsupported" for s in sentences),
     }
     if opinion_gold:
-        text = summary["supported_text"].lower()
-        court = opinion_gold["court"].lower()
-        words = [w for w in _COURT_WORDS if w in court] or [court]
-        result["names_court"] = court in text or any(w in text for w in words)
-        result["names_outcome"] = any(
-            word in text for word in opinion_gold["disposition"].lower().split(" and ")
-        )
+        shown = summary["supported_text"]
+        result["names_court"], result["names_outcome"] = _names(shown, opinion_gold)
+        own = summary.get("model_supported_text", shown)
+        result["model_names_court"], result["model_names_outcome"] = _names(own, opinion_gold)
+        result["num_lead"] = len(summary.get("lead", ()))
     return result
+
+
+def _names(text: str, opinion_gold: dict) -> tuple[bool, bool]:
+    """Whether `text` names the opinion's court, and its outcome."""
+    text = text.lower()
+    court = opinion_gold["court"].lower()
+    words = [w for w in _COURT_WORDS if w in court] or [court]
+    names_court = court in text or any(w in text for w in words)
+    outcomes = opinion_gold["disposition"].lower().split(" and ")
+    return names_court, any(word in text for word in outcomes)
 
 
 def score_document(entry: dict, opinion_gold: dict | None) -> dict[str, Any]:
@@ -271,20 +279,28 @@ def markdown(result: dict[str, Any]) -> str:
             "Each sentence of the model's summary checked by pipelines.summary_support: "
             "supported (its quote carries it), unsupported (it states a name, number, date or "
             "place the document lacks), or without evidence; the UI and the CLI show the "
-            "supported ones with their pages and set the others apart. For the opinions, whether "
-            "the supported sentences name the court and the outcome.",
+            "supported ones with their pages and set the others apart. Before them comes the "
+            "lead: one line per identifying key fact, each with its quotes (pipelines."
+            "summary_lead). For the opinions, whether the summary as shown (lead and supported "
+            "sentences) names the court and the outcome, and whether the model's supported "
+            "sentences alone do.",
             "",
-            "| document | method | seconds | sentences | supported | unsupported | court | outcome |",
-            "|---|---|---|---|---|---|---|---|",
+            "| document | method | seconds | lead lines | sentences | supported | unsupported "
+            "| court | outcome | court (model alone) | outcome (model alone) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
+
+        def yes(got: dict, key: str) -> str:
+            return {True: "yes", False: "no"}.get(got.get(key), "—")
+
         for d in summarized:
             got = d["scores"]["summary"]
-            court = {True: "yes", False: "no"}.get(got.get("names_court"), "—")
-            outcome = {True: "yes", False: "no"}.get(got.get("names_outcome"), "—")
             lines.append(
                 f"| {d['file']} | {d['summary'].get('method', '')} | "
-                f"{d['summary']['seconds']:.0f} | {got['num_sentences']} | "
-                f"{got['num_supported']} | {got['num_unsupported']} | {court} | {outcome} |"
+                f"{d['summary']['seconds']:.0f} | {len(d['summary'].get('lead', ()))} | "
+                f"{got['num_sentences']} | {got['num_supported']} | {got['num_unsupported']} | "
+                f"{yes(got, 'names_court')} | {yes(got, 'names_outcome')} | "
+                f"{yes(got, 'model_names_court')} | {yes(got, 'model_names_outcome')} |"
             )
         total = sum(d["scores"]["summary"]["num_sentences"] for d in summarized)
         supported = sum(d["scores"]["summary"]["num_supported"] for d in summarized)

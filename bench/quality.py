@@ -237,12 +237,18 @@ class Harness:
         with self.sessions() as session:
             summary = results.get_summary_for_job(session=session, job_id=job_id)
             rows = summary.sentence_support or []
+            lead = [row["text"] for row in summary.lead or []]
+            model_supported = [r["text"] for r in rows if r["status"] == "supported"]
             return {
                 "seconds": seconds,
                 "text": summary.text,
                 "method": summary.method.value,
+                "lead": lead,
                 "sentences": [{"text": r["text"], "status": r["status"]} for r in rows],
-                "supported_text": " ".join(r["text"] for r in rows if r["status"] == "supported"),
+                # What the UI and the CLI show as the summary: the lead, then the model's
+                # supported sentences (the others are set apart).
+                "supported_text": " ".join([*lead, *model_supported]),
+                "model_supported_text": " ".join(model_supported),
                 **scores.phrase_repeats(summary.text),
             }
 

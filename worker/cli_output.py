@@ -1,6 +1,7 @@
 """How `longdoc ask` and `longdoc summarize` print their results: the answer with its support
-label and its quotes with pages; the key passages with pages before the model's summary, whose
-sentences each carry the page of the passage they rest on, those without one set apart."""
+label and its quotes with pages; the key passages and the summary's lead from the key facts,
+with pages, before the model's summary, whose sentences each carry the page of the passage they
+rest on, those without one set apart."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def print_summary(console: Console, summary: Summary) -> None:
     if summary.key_passages:
         console.print("[bold]Key passages[/bold] (quoted from the document):")
         _quotes(console, summary.key_passages)
+    lead = sentence_views(summary.lead or [])
+    if lead:
+        console.print("\n[bold]Key facts[/bold] (each quoted from the document):")
+        for view in lead:
+            console.out(f"  {_flat(view.text)} [p. {view.page}]", highlight=False)
+    if summary.key_passages or lead:
         console.print("\n[bold]Summary by the model[/bold]:")
     views = sentence_views(summary.sentence_support or [])
     if not views:

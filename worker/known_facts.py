@@ -1,13 +1,19 @@
 """A document's stored key facts as the pipelines take them (pipelines.answer_facts.KnownFact):
-the answer job's and the collection table's one reading of the Fact rows."""
+the answer job's, the collection table's and the summary lead's one reading of the Fact rows."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import FactSource
 from app.services import facts as fact_service
 from pipelines.answer_facts import KnownFact
+from pipelines.evidence import DocumentSentences
+from pipelines.inputs import DocumentInput
+from pipelines.summary_lead import lead_sentences
+from worker.result_rows import sentence_rows
 
 
 def facts_in(session: Session, document_id: int) -> tuple[KnownFact, ...]:
@@ -36,3 +42,13 @@ def known_facts(sessions: sessionmaker[Session], document_id: int) -> tuple[Know
     """facts_in, in a session of its own."""
     with sessions() as session:
         return facts_in(session, document_id)
+
+
+def lead_rows(session: Session, document_id: int, document: DocumentInput) -> list[dict[str, Any]]:
+    """The summary lead (pipelines.summary_lead) from the document's facts as stored now, as
+    the rows Summary.lead holds; none before its first facts job."""
+    facts = facts_in(session, document_id)
+    if not facts:
+        return []
+    lead = lead_sentences(facts, DocumentSentences(document.pages), document.passages)
+    return sentence_rows(lead)

@@ -42,7 +42,7 @@ from pipelines.summarize import SummaryResult, summarize
 from worker.document_inputs import document_input
 from worker.job_progress import STAGE_WRITING, JobGone, SummaryWriting, ThrottledProgress
 from worker.job_progress import record_progress as _progress
-from worker.known_facts import known_facts
+from worker.known_facts import known_facts, lead_rows
 from worker.result_rows import quote_rows, sentence_rows
 from worker.vector_store import ensure_vectors
 
@@ -108,7 +108,7 @@ def run_summary(
             embedder=embedder,
         )
         seconds = round(time.perf_counter() - started, 3)
-        return _Summarized(document_id, model.name, key, key_seconds, result, seconds)
+        return _Summarized(document_id, model.name, key, key_seconds, result, seconds, document)
 
     def save(session: Session, done: _Summarized) -> _Saved:
         result = done.result
@@ -123,6 +123,8 @@ def run_summary(
             stats={**result.stats, "section_pages": result.section_pages, **key_stats},
             key_passages=quote_rows(done.key),
             sentence_support=sentence_rows(result.sentence_support),
+            # The facts as they stand when the summary is saved; a later facts job replaces it.
+            lead=lead_rows(session, done.document_id, done.document),
         )
         stats = {**result.stats, "seconds": done.seconds, "num_sections": result.num_sections}
         stats = {**stats, **key_stats}
@@ -214,6 +216,7 @@ class _Summarized:
     key_seconds: float
     result: SummaryResult
     seconds: float
+    document: DocumentInput
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ with progress per field, and save them once, replacing the document's earlier fa
 
 Safe to run again for the same job (a redelivered task): a job that succeeded is skipped, and
 facts an earlier delivery saved are found by job id. Its row is kept by worker/runner.py's
-model-job skeleton (begin, fail with a sentence, save and finish in one commit). Nothing here
+model-job skeleton (begin, fail with a sentence, save and finish in one commit). Saving also
+replaces the lead of the document's summaries (pipelines.summary_lead). Nothing here
 logs document text: ids, counts and timings only.
 """
 
@@ -16,8 +17,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobKind
 from app.services import facts as fact_service
+from app.services import results
 from pipelines.facts import Fact, FactsResult, extract_facts
+from pipelines.inputs import DocumentInput
 from worker import runner
+from worker.known_facts import lead_rows
 
 STAGE = "key facts"
 
@@ -70,7 +74,8 @@ def run_facts(
         runner._progress(sessions, job_id, STAGE, 0, 0)
         started = time.perf_counter()
         result = extract_facts(document, model, on_progress=_FieldProgress(sessions, job_id))
-        return _Extracted(document_id, model.name, result, round(time.perf_counter() - started, 3))
+        seconds = round(time.perf_counter() - started, 3)
+        return _Extracted(document_id, model.name, result, seconds, document)
 
     def save(session: Session, done: _Extracted) -> runner._Saved:
         result = done.result
@@ -80,6 +85,13 @@ def run_facts(
             document_id=done.document_id,
             facts=[_new_fact(position, fact) for position, fact in enumerate(result.facts)],
             model=done.model_name,
+        )
+        session.flush()
+        # The document's summaries lead with its facts: with these now.
+        results.set_summary_leads(
+            session=session,
+            document_id=done.document_id,
+            lead=lead_rows(session, done.document_id, done.document),
         )
         stats = {**result.stats, "seconds": done.seconds}
         stats.pop("calls", None)  # per-call details are many and say nothing a reader needs
@@ -101,3 +113,4 @@ class _Extracted:
     model_name: str
     result: FactsResult
     seconds: float
+    document: DocumentInput

@@ -299,6 +299,12 @@ class Summary(Base):
     sentence_support: Mapped[list[dict[str, Any]]] = mapped_column(
         JsonType, default=list, server_default=_EMPTY_LIST
     )
+    # The summary's first lines, from the document's key facts (pipelines.summary_lead): rows as
+    # sentence_support's, all supported. Set when the summary is saved and replaced whenever the
+    # document's facts job saves again; empty before its first facts job.
+    lead: Mapped[list[dict[str, Any]]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
 
 
 class Answer(Base):

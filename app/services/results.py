@@ -46,11 +46,13 @@ def save_summary(
     stats: dict[str, Any] | None = None,
     key_passages: Sequence[dict[str, Any]] = (),
     sentence_support: Sequence[dict[str, Any]] = (),
+    lead: Sequence[dict[str, Any]] = (),
 ) -> Summary:
     """The job's summary: stored now, or the one an earlier delivery of the job stored.
 
     `key_passages` are the extractive summary's quotes (see Summary.key_passages);
-    `sentence_support` each sentence of `text` with its status and quotes."""
+    `sentence_support` each sentence of `text` with its status and quotes; `lead` the lines
+    from the document's key facts that come first (Summary.lead), as sentence rows."""
     existing = get_summary_for_job(session=session, job_id=job_id)
     if existing is not None:
         return existing
@@ -63,6 +65,7 @@ def save_summary(
         stats=dict(stats or {}),
         key_passages=[_quote_row(quote) for quote in key_passages],
         sentence_support=[_sentence_row(row) for row in sentence_support],
+        lead=[_sentence_row(row) for row in lead],
     )
     try:
         with session.begin_nested():
@@ -152,6 +155,16 @@ def _sentence_row(row: dict[str, Any]) -> dict[str, Any]:
         "quotes": [_quote_row(quote) for quote in row.get("quotes", ())],
         "missing": [str(claim) for claim in row.get("missing", ())],
     }
+
+
+def set_summary_leads(*, session: Session, document_id: int, lead: Sequence[dict[str, Any]]) -> int:
+    """Replace the lead of every summary of the document (its facts were saved again); how many
+    summaries there were."""
+    rows = [_sentence_row(row) for row in lead]
+    summaries = list_summaries(session=session, document_id=document_id)
+    for summary in summaries:
+        summary.lead = [dict(row) for row in rows]
+    return len(summaries)
 
 
 def list_summaries(*, session: Session, document_id: int) -> list[Summary]:

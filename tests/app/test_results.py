@@ -9,8 +9,10 @@ from app.services import documents, jobs, results
 from tests.app.new_documents import new_document
 
 
-def _document_and_job(session: Session, kind: JobKind = JobKind.SUMMARIZE) -> tuple[int, int]:
-    document = documents.store_document(session=session, new=new_document())
+def _document_and_job(
+    session: Session, kind: JobKind = JobKind.SUMMARIZE, seed: str = "a"
+) -> tuple[int, int]:
+    document = documents.store_document(session=session, new=new_document(seed))
     job = jobs.create_job(session=session, kind=kind, document_id=document.id)
     session.commit()
     return document.id, job.id
@@ -219,4 +221,41 @@ def test_a_summary_sentence_with_an_unknown_status_is_refused(session: Session) 
             text="t",
             model="m",
             sentence_support=[{"text": "t", "status": "maybe", "quotes": []}],
+        )
+
+
+def test_a_summarys_lead_is_stored_and_replaced_on_every_summary_of_its_document(
+    session: Session,
+) -> None:
+    document_id, first_job = _document_and_job(session)
+    other_document, other_job = _document_and_job(session, seed="b")
+    second_job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document_id)
+    session.flush()
+    quote = {"text": "SUPREME COURT OF OHIO", "page": 1, "start_char": 0, "end_char": 21}
+    court = {"text": "Court: SUPREME COURT OF OHIO.", "status": "supported", "quotes": [quote]}
+    for job_id, doc in (
+        (first_job, document_id),
+        (second_job.id, document_id),
+        (other_job, other_document),
+    ):
+        results.save_summary(
+            session=session, job_id=job_id, document_id=doc, method="one_pass", text="t",
+            model="m", lead=[court],
+        )  # fmt: skip
+    session.commit()
+
+    outcome = {"text": "Disposition: reversed.", "status": "supported", "quotes": [quote]}
+    assert results.set_summary_leads(session=session, document_id=document_id, lead=[outcome]) == 2
+    session.commit()
+    session.expire_all()
+
+    leads = {s.job_id: [row["text"] for row in s.lead] for s in session.scalars(select(Summary))}
+    assert leads == {
+        first_job: ["Disposition: reversed."],
+        second_job.id: ["Disposition: reversed."],
+        other_job: ["Court: SUPREME COURT OF OHIO."],  # another document's: untouched
+    }
+    with pytest.raises(ValueError, match="status is one of"):
+        results.set_summary_leads(
+            session=session, document_id=document_id, lead=[{**outcome, "status": "maybe"}]
         )

@@ -75,6 +75,7 @@ def add_summary(
     stats=None,
     key_passages=(),
     sentence_support=(),
+    lead=(),
 ):
     job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document_id)
     summary = results.save_summary(
@@ -87,6 +88,7 @@ def add_summary(
         stats=stats or {},
         key_passages=key_passages,
         sentence_support=sentence_support,
+        lead=lead,
     )
     jobs.finish_job(session=session, job_id=job.id, stats=stats or {})
     return summary

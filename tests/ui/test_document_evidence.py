@@ -163,3 +163,42 @@ def test_each_summary_sentence_shows_its_page_and_unsupported_ones_are_set_apart
     button.click().run()
     assert not at.exception
     assert _marked(at) == "This lease is governed by the laws of Ohio."
+
+
+def test_the_summary_leads_with_its_key_facts_each_with_its_page(
+    app_test, ui_settings, sessions
+) -> None:
+    parties = _quote(1, "Lease between Acme and Beta.")
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Office Lease", pages=PAGES)
+        add_summary(
+            session,
+            document.id,
+            "The rent is 900 dollars a month.",
+            sentence_support=[
+                {"text": "The rent is 900 dollars a month.", "status": "supported",
+                 "quotes": [RENT], "missing": []},
+            ],
+            lead=[
+                {"text": "Parties: Acme; Beta.", "status": "supported", "quotes": [parties]},
+                {"text": "Governing law: Ohio.", "status": "supported", "quotes": [LAW]},
+            ],
+        )  # fmt: skip
+        session.commit()
+        document_id = document.id
+    at = _open(app_test, document_id)
+    text = _text(at)
+    assert "From the key facts, each quoted from the document" in text
+    lead = text.index("Parties: Acme; Beta. (p. 1)")
+    assert (
+        lead
+        < text.index("Governing law: Ohio. (p. 3)")
+        < text.index("The rent is 900 dollars a month. (p. 1)")
+    )
+    # The lead counts apart from the model's sentences, and its quotes open their pages.
+    assert "Every sentence (1) rests on a quoted passage of the document." in text
+    buttons = [b for b in at.button if b.key and b.key.startswith("sentence-")]
+    assert [b.label for b in buttons] == ["p. 1", "p. 3", "p. 1"]
+    buttons[1].click().run()
+    assert not at.exception
+    assert _marked(at) == "This lease is governed by the laws of Ohio."

@@ -159,3 +159,36 @@ def test_summarize_prints_each_sentence_with_its_page_and_sets_invented_ones_apa
     assert "[p. 1]" in summary
     assert "Set apart (not supported by the document):" in summary
     assert '- It is governed by Nevada law. (not in the document: "Nevada")' in summary
+
+
+def test_summarize_prints_the_lead_from_the_key_facts_before_the_models_summary(
+    sessions, tmp_path
+) -> None:
+    from tests.pipelines.facts_documents import ScriptedModel
+    from worker import runner_facts
+
+    document_id = _document(sessions, tmp_path)
+    with sessions() as session:
+        facts_job = jobs.create_job(session=session, kind=JobKind.FACTS, document_id=document_id)
+        session.commit()
+        facts_job_id = facts_job.id
+    law = ScriptedModel({"Which state's or country's law governs this agreement?": "Vermont"})
+    outcome = runner_facts.run_facts(facts_job_id, sessions=sessions, model_factory=lambda: law)
+    assert outcome.status == runner.SUCCEEDED
+    thread = _worker(
+        sessions,
+        JobKind.SUMMARIZE,
+        lambda job_id: runner.run_summary(
+            job_id, sessions=sessions, model_factory=EchoModel, max_new_tokens=300
+        ),
+    )
+
+    result = cli_runner.invoke(cli, ["summarize", str(document_id)])
+    thread.join(WAIT_S)
+
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    lead = output.index("Key facts (each quoted from the document):")
+    assert output.index("Key passages") < lead < output.index("Summary by the model")
+    assert "Governing law: Vermont. [p. 3]" in output[lead:]
+    assert "Agreement date: March 3, 2021. [p. 1]" in output[lead:]

@@ -1,5 +1,6 @@
-"""The model's summary, sentence by sentence: those that rest on a passage of the document with
-its page, the others set apart with the reason, and each sentence's passage a click away."""
+"""The summary: its lead from the document's key facts (a court, the parties, a date, the
+outcome), then the model's sentences: those that rest on a passage of the document with its
+page, the others set apart with the reason; each line's passage a click away."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from ui.components.quotes import render_quotes
 
 
 def render_checked_summary(document_id: int, summary: Summary) -> None:
-    """The summary as checked (Summary.sentence_support); as written when it was not."""
+    """The summary as checked (Summary.sentence_support); as written when it was not. Its lead
+    (Summary.lead, from the key facts) comes first."""
+    lead = sentence_views(summary.lead or [])
+    if lead:
+        with st.container(border=True):
+            st.caption("From the key facts, each quoted from the document")
+            st.markdown(
+                "  \n".join(f"{ctx.md_escape(view.text)} (p. {view.page})" for view in lead)
+            )
     views = sentence_views(summary.sentence_support or [])
     if not views:
         with st.container(border=True):
@@ -33,9 +42,9 @@ def render_checked_summary(document_id: int, summary: Summary) -> None:
         for view in apart:
             colour = "red" if view.status == UNSUPPORTED else "gray"
             st.markdown(f":{colour}[{ctx.md_escape(view.text)}] · {ctx.md_escape(view.note)}")
-    if supported:
+    if supported or lead:
         with st.expander("The passage behind each sentence"):
-            for index, view in enumerate(supported):
+            for index, view in enumerate([*lead, *supported]):
                 st.markdown(f"**{ctx.md_escape(view.text)}**")
                 render_quotes(
                     document_id, view.quotes[:1], key=f"sentence-{summary.id}-{index}", title=""
