@@ -355,19 +355,27 @@ def main() -> None:
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{path}{suffix}").unlink(missing_ok=True)
     shapes = list(next(iter(runs.values()))["by_query_shape"])
+    load_after = [round(x, 2) for x in os.getloadavg()]
+    cores = os.cpu_count() or 1
+    busy = max(load_before[0], load_after[0]) > 0.75 * cores
     results = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared with other work",
+        "machine": f"{platform.machine()}, {cores} CPUs",
         "num_documents": args.documents,
         "num_passages": args.documents * args.passages_per_document,
         "num_queries": args.queries,
         "query_shapes": shapes,
         "databases": runs,
-        "load_average": {"start": load_before, "end": [round(x, 2) for x in os.getloadavg()]},
+        "load_average": {"start": load_before, "end": load_after},
         "note": (
-            "The machine was shared with other sessions' tests while this ran (load average "
-            f"{load_before} at the start, {[round(x, 2) for x in os.getloadavg()]} at the end, "
-            "1, 5 and 15 minutes): the figures are an upper bound for an idle machine."
+            f"Load average {load_before} at the start and {load_after} at the end (1, 5 and 15 "
+            f"minutes, {cores} cores)"
+            + (
+                ": other work ran beside this, so the figures are an upper bound for an idle "
+                "machine."
+                if busy
+                else ": nothing else of note ran beside it."
+            )
         ),
     }
     write_report(args.out, results)
