@@ -6,8 +6,11 @@ reads it with chunked prefill. Its prompt shares the document prefix with later 
 
 Hierarchical: the passages are cut into sections that fit (pipelines.sections), each section is
 summarized and labelled with its pages ("Pages 4-9: ..."), and the section summaries are
-combined. When they are too long to combine at once they are combined in groups, level by level,
-at most `max_combine_levels` levels deep. The result says which path was taken.
+combined. Evidence first: only the section sentences that rest on the document (pipelines.
+summary_support), none said twice, go into the combine; when the combined summary keeps none
+that do, those section sentences under their pages are the summary. When they are too long to
+combine at once they are combined in groups, level by level, at most `max_combine_levels` levels
+deep. The result says which path was taken.
 
 Either way, every sentence of the final summary is then checked against the document
 (pipelines.summary_support): its quotes with their pages, and whether it is supported.
@@ -30,6 +33,7 @@ from pipelines.prompts import (
     choose_template,
     combine_messages,
     document_block,
+    page_label,
     render_pages,
     render_span,
     section_messages,
@@ -38,8 +42,9 @@ from pipelines.prompts import (
 )
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.ranking import PassageRanker
+from pipelines.repetition import is_looping
 from pipelines.sections import Section, cut_sections, halve
-from pipelines.summary_support import SentenceSupport, check_summary, counts
+from pipelines.summary_support import SUPPORTED, SentenceSupport, check_summary, counts
 
 logger = logging.getLogger(__name__)
 
@@ -152,11 +157,24 @@ def summarize(
     ]
     for _ in sections:  # one call each, done together
         progress.step()
+    sentences = DocumentSentences(document.pages)
+    # Evidence first: only the section sentences that rest on the document are combined.
+    supported = _supported_parts(parts, document, template, sentences, index, embedder)
+    evidenced = [(first, last, " ".join(kept)) for first, last, kept in supported]
     text = _combine(
-        document.title, template, parts, model, calls, progress,
+        document.title, template, evidenced or parts, model, calls, progress,
         max_new_tokens=max_new_tokens, group_new_tokens=section_new,
         max_levels=max_combine_levels,
     )  # fmt: skip
+    stats = calls.stats()
+    stats["num_supported_section_sentences"] = sum(len(kept) for _, _, kept in supported)
+    checked = _check(text, document, template, sentences, index, embedder)
+    if supported and not any(c.status == SUPPORTED for c in checked):
+        # The combine kept nothing the document supports: the sections' supported sentences,
+        # each under its pages, are the summary instead.
+        text = _section_text(supported)
+        checked = _check(text, document, template, sentences, index, embedder)
+        stats["combine_replaced_by_sections"] = True
     logger.info(
         "summary done: method=hierarchical sections=%d calls=%d", len(sections), len(calls.calls)
     )
@@ -165,11 +183,31 @@ def summarize(
         method="hierarchical",
         num_sections=len(sections),
         section_pages=[(first, last) for first, last, _ in parts],
-        stats=calls.stats(),
+        stats=stats,
         template=template.name,
         section_summaries=[summary for _, _, summary in parts],
     )
-    return _checked(result, document, template, index, embedder)
+    return dataclasses.replace(
+        result, sentence_support=checked, stats={**result.stats, **counts(checked)}
+    )
+
+
+def _check(
+    text: str,
+    document: DocumentInput,
+    template: Template,
+    sentences: DocumentSentences,
+    index: PassageRanker | None,
+    embedder: Embedder | None,
+) -> list[SentenceSupport]:
+    return check_summary(
+        text,
+        sentences,
+        document.passages,
+        index=index,
+        embedder=embedder,
+        echo_of=summary_task_text(template),
+    )
 
 
 def _checked(
@@ -179,16 +217,55 @@ def _checked(
     index: PassageRanker | None,
     embedder: Embedder | None,
 ) -> SummaryResult:
-    checked = check_summary(
-        result.text,
-        DocumentSentences(document.pages),
-        document.passages,
-        index=index,
-        embedder=embedder,
-        echo_of=summary_task_text(template),
-    )
+    sentences = DocumentSentences(document.pages)
+    checked = _check(result.text, document, template, sentences, index, embedder)
     stats = {**result.stats, **counts(checked)}
     return dataclasses.replace(result, sentence_support=checked, stats=stats)
+
+
+def _supported_parts(
+    parts: list[tuple[int, int, str]],
+    document: DocumentInput,
+    template: Template,
+    sentences: DocumentSentences,
+    index: PassageRanker | None,
+    embedder: Embedder | None,
+) -> list[tuple[int, int, list[str]]]:
+    """Each section summary's supported sentences (pipelines.summary_support), each citing the
+    page of its quote, with the section's pages; sections with none are left out. A small model's section summary often
+    repeats its instructions ("This is one part of a longer court opinion.") or names what the
+    section does not say, and the combine would carry that into the whole summary."""
+    kept = []
+    said: set[str] = set()
+    for first, last, text in parts:
+        good: list[str] = []
+        for checked in _check(text, document, template, sentences, index, embedder):
+            # Nor a sentence said before, or one that repeats a phrase of its section a third
+            # time (a loop the engine's detector let through).
+            if checked.status != SUPPORTED or checked.text in said:
+                continue
+            if is_looping(" ".join([*good, checked.text])):
+                continue
+            said.add(checked.text)
+            # The page of the quote it rests on, checked, where the model's own may be wrong.
+            good.append(f"{checked.text} [p. {checked.page}]")
+        if good:
+            kept.append((first, last, good))
+    return kept
+
+
+def _section_text(supported: list[tuple[int, int, list[str]]]) -> str:
+    """The sections' supported sentences under their pages, as the summary, leaving out any
+    sentence that would make the whole repeat a phrase a third time."""
+    lines: list[str] = []
+    for first, last, kept in supported:
+        line: list[str] = []
+        for sentence in kept:
+            if not is_looping(" ".join([*lines, *line, sentence])):
+                line.append(sentence)
+        if line:
+            lines.append(f"{page_label(first, last)}: {' '.join(line)}")
+    return "\n".join(lines)
 
 
 class _Progress:

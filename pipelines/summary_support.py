@@ -12,8 +12,8 @@ here it runs per sentence of the summary:
 2. every name, number, date and place the sentence states is looked up in its quotes, then in
    the document (pipelines.support): one found nowhere makes the sentence "unsupported";
 3. a sentence of three or more content words, all of them words of the summary's own
-   instructions ("This is one part of a longer court opinion."), repeats the prompt: it has no
-   evidence, whatever the document holds;
+   instructions ("This is one part of a longer court opinion.", or "Cover the text briefly"
+   for "briefly"), repeats the prompt: it has no evidence, whatever the document holds;
 4. otherwise the sentence is "supported" when its quotes carry its content: at least
    MIN_TERM_SHARE of its content words (BM25 stems, the words a summary says about the
    document itself aside), or, with an embedder, a cosine of at least MIN_COSINE with its best
@@ -53,6 +53,9 @@ NUM_PASSAGES = 4
 # A sentence of at least this many content words, all from the instructions, echoes them (fewer,
 # such as "The court affirmed.", may be a true sentence in the instructions' words).
 MIN_ECHO_TERMS = 3
+# A word of the sentence and one of the instructions, one the other's start, of at least this
+# many letters, are the same word to the echo rule.
+MIN_PREFIX_CHARS = 4
 NUM_QUOTES = 2
 # Shorter than this (a heading, "In summary:") is no sentence to check.
 MIN_SENTENCE_CHARS = 20
@@ -104,7 +107,7 @@ def check_summary(
     for claim in summary_sentences(text):
         query = claim
         own = set(terms(query))
-        if len(own) >= MIN_ECHO_TERMS and own <= instructions:
+        if len(own) >= MIN_ECHO_TERMS and _all_instruction_words(own, instructions):
             checked.append(SentenceSupport(claim, NO_EVIDENCE, []))
             continue
         wanted = own - _META_TERMS
@@ -125,6 +128,20 @@ def check_summary(
         status = SUPPORTED if quotes and close else NO_EVIDENCE
         checked.append(SentenceSupport(claim, status, quotes, [], round(share, 3), cosine))
     return checked
+
+
+def _all_instruction_words(own: set[str], instructions: set[str]) -> bool:
+    """Whether every term is an instruction's term, or shares its first MIN_PREFIX_CHARS+
+    letters whole with one ("brief" and "briefly" stem apart)."""
+    for term in own - instructions:
+        if len(term) <= 2:  # "s" of "court's": no word of its own
+            continue
+        if len(term) < MIN_PREFIX_CHARS or not any(
+            len(word) >= MIN_PREFIX_CHARS and (word.startswith(term) or term.startswith(word))
+            for word in instructions
+        ):
+            return False
+    return True
 
 
 def summary_sentences(text: str) -> list[str]:

@@ -60,7 +60,8 @@ def test_a_longer_document_is_summarized_by_sections_then_combined(long_document
     combine_prompt = model.prompts[-1][-1]["content"]
     for (first, last), summary in zip(result.section_pages, result.section_summaries, strict=True):
         label = f"Page {first}" if first == last else f"Pages {first}-{last}"
-        assert f"{label}: {summary}" in combine_prompt
+        # Each section's sentences (all supported here), citing their quotes' pages.
+        assert f"{label}: {summary.split(' [p.')[0]} [p. {first}]" in combine_prompt
         # Each section summary cites only pages of its own section.
         assert all(first <= page <= last for page in parse_citations(summary))
     # Progress counts calls: 0 of N first, then one per call, ending N of N.
@@ -152,3 +153,34 @@ def test_writing_by_sections_counts_the_calls_done(long_document) -> None:
     # The combine call is written once every section is done.
     assert all(w.num_calls_done == result.num_sections for w in combine)
     assert all(w.num_calls == result.num_sections + 1 for w in writing)
+
+
+class SectionsThatStray(EchoModel):
+    """Section summaries that echo their instructions and invent a place beside the document's
+    sentences; a combine that writes only what the document does not say."""
+
+    def _answer(self, content: str) -> str:
+        if "Combine these part summaries" in content:
+            return "The parties chose the courts of Nevada."
+        return super()._answer(content) + (
+            " This is one part of a longer document. Disputes go to the courts of Nevada."
+        )
+
+
+def test_only_supported_section_sentences_are_combined(long_document) -> None:
+    model = SectionsThatStray(max_context_tokens=400)
+    result = summarize(long_document, model, max_new_tokens=60, section_max_new_tokens=60)
+
+    assert result.method == "hierarchical" and result.num_sections >= 2
+    combine_prompt = model.prompts[-1][-1]["content"]
+    assert "Nevada" not in combine_prompt and "one part of a longer" not in combine_prompt
+    assert "Page 1 fact 1 concerns the subject topic1x1 in plain words. [p. 1]" in combine_prompt
+    assert result.stats["num_supported_section_sentences"] >= result.num_sections
+    # The combine said only what the document does not: the sections' supported sentences,
+    # under their pages, are the summary instead, every one of them supported.
+    assert result.stats["combine_replaced_by_sections"] is True
+    assert "Nevada" not in result.text and result.text.startswith("Pages 1-")
+    assert result.sentence_support and all(
+        checked.status == "supported" for checked in result.sentence_support
+    )
+    assert result.stats["num_supported_sentences"] == len(result.sentence_support)

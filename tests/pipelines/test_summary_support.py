@@ -90,3 +90,19 @@ def test_a_sentence_that_repeats_the_instructions_has_no_evidence(contract) -> N
     )
     assert echo.status == NO_EVIDENCE and echo.quotes == []
     assert true.status == SUPPORTED
+
+
+def test_an_echo_in_other_forms_of_the_instructions_words_has_no_evidence(contract) -> None:
+    from pipelines.prompts import CONTRACT, summary_task_text
+
+    sentences = DocumentSentences(contract.pages)
+    # "briefly" and "summarize" in the instructions, "brief" and "summary" here: stems apart.
+    echo, true = check_summary(
+        "Cover the text with a brief summary of the contract's payment terms. "
+        "The supplier handles delivery with care.",
+        sentences,
+        contract.passages,
+        echo_of=summary_task_text(CONTRACT),
+    )
+    assert echo.status == NO_EVIDENCE and echo.quotes == []
+    assert true.status == SUPPORTED
