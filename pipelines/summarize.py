@@ -126,10 +126,10 @@ def summarize(
             on_tokens=_Progress(None, total=1, on_writing=on_writing).writing("summary"),
         )
         logger.info("summary done: method=one_pass calls=%d", len(calls.calls))
-        return _checked(
-            SummaryResult(text.strip(), "one_pass", 0, [], calls.stats(), template.name),
-            document, template, index, embedder,
-        )  # fmt: skip
+        result = SummaryResult(text.strip(), "one_pass", 0, [], calls.stats(), template.name)
+        sentences = DocumentSentences(document.pages)
+        checked = _check(result.text, document, template, sentences, index, embedder)
+        return _with_support(result, checked)
     section_new = section_max_new_tokens or max(_MIN_SECTION_NEW_TOKENS, max_new_tokens // 2)
     sections = _fitting_sections(document, model, template, section_new, max_section_tokens)
     progress = _Progress(on_progress, total=len(sections) + 1, on_writing=on_writing)
@@ -187,9 +187,7 @@ def summarize(
         template=template.name,
         section_summaries=[summary for _, _, summary in parts],
     )
-    return dataclasses.replace(
-        result, sentence_support=checked, stats={**result.stats, **counts(checked)}
-    )
+    return _with_support(result, checked)
 
 
 def _check(
@@ -210,15 +208,8 @@ def _check(
     )
 
 
-def _checked(
-    result: SummaryResult,
-    document: DocumentInput,
-    template: Template,
-    index: PassageRanker | None,
-    embedder: Embedder | None,
-) -> SummaryResult:
-    sentences = DocumentSentences(document.pages)
-    checked = _check(result.text, document, template, sentences, index, embedder)
+def _with_support(result: SummaryResult, checked: list[SentenceSupport]) -> SummaryResult:
+    """The result with its checked sentences and their counts in its stats."""
     stats = {**result.stats, **counts(checked)}
     return dataclasses.replace(result, sentence_support=checked, stats=stats)
 
@@ -232,15 +223,16 @@ def _supported_parts(
     embedder: Embedder | None,
 ) -> list[tuple[int, int, list[str]]]:
     """Each section summary's supported sentences (pipelines.summary_support), each citing the
-    page of its quote, with the section's pages; sections with none are left out. A small model's section summary often
-    repeats its instructions ("This is one part of a longer court opinion.") or names what the
-    section does not say, and the combine would carry that into the whole summary."""
+    page of its quote, with the section's pages; sections with none are left out. A small
+    model's section summary often repeats its instructions ("This is one part of a longer court
+    opinion.") or names what the section does not say, and the combine would carry that into
+    the whole summary."""
     kept = []
     said: set[str] = set()
     for first, last, text in parts:
         good: list[str] = []
         for checked in _check(text, document, template, sentences, index, embedder):
-            # Nor a sentence said before, or one that repeats a phrase of its section a third
+            # Not a sentence said before, nor one that repeats a phrase of its section a third
             # time (a loop the engine's detector let through).
             if checked.status != SUPPORTED or checked.text in said:
                 continue
