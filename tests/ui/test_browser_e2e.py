@@ -193,7 +193,7 @@ def ask_the_collection(page, expect) -> None:
     page.get_by_text("Answer job").or_(asked).first.wait_for()
     page.screenshot(path=SHOTS / "08-collection-question-waiting.png", full_page=True)
     asked.first.wait_for(timeout=ANSWER_TIMEOUT_MS)
-    page.get_by_text("Quoted from the documents").first.wait_for()
+    page.get_by_text("Quoted from the documents").filter(visible=True).first.wait_for()
     expect(page.get_by_text(re.compile(r"^“.+”$")).first).to_be_visible()  # a quote
     page.get_by_text("Cited, click to read").first.wait_for()
     # Each quote's page and each cited page is a button naming the document and the page.
@@ -264,7 +264,9 @@ def ask_the_document(page, stack: str, pdf: Path) -> None:
     # Visible ones only: the Summary tab's key passages have page buttons too.
     citation = page.get_by_role("button", name="p. ").filter(visible=True).first
     citation.wait_for(timeout=ANSWER_TIMEOUT_MS)
-    page.get_by_text("Quoted from the document").first.wait_for()  # the answer's quotes
+    # The answer's quotes; visible ones only: the Summary tab's hidden caption "From the key
+    # facts, each quoted from the document" matches this text too.
+    page.get_by_text("Quoted from the document").filter(visible=True).first.wait_for()
     page.screenshot(path=SHOTS / "06-answer-with-citation.png", full_page=True)
 
     citation.click()
@@ -274,10 +276,20 @@ def ask_the_document(page, stack: str, pdf: Path) -> None:
 
 
 def look_around(page) -> None:
-    """The library and the monitoring page."""
+    """The library, a search of the passages and the monitoring page."""
     page.get_by_role("link", name="Library").first.click()
     page.get_by_text("1 of 1 matching document").wait_for()
     page.screenshot(path=SHOTS / "10-library.png", full_page=True)
+    page.get_by_role("link", name="Search").first.click()
+    words = page.get_by_label("Words to find")
+    words.fill("deposit returned")
+    words.press("Enter")
+    page.get_by_text("1 passage, best match first.").wait_for()
+    page.locator("strong").filter(has_text="deposit").first.wait_for()  # the matched words
+    page.get_by_role("button", name="Read p. 2").click()  # the passage is on page 2
+    page.get_by_role("dialog").locator("mark").first.wait_for()
+    page.screenshot(path=SHOTS / "10b-search.png", full_page=True)
+    page.keyboard.press("Escape")
     page.get_by_role("link", name="Monitoring").first.click()
     page.get_by_text("Model requests").first.wait_for()
     page.set_viewport_size({"width": 1440, "height": 2000})  # every chart in one picture

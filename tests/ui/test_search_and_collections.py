@@ -34,13 +34,15 @@ def test_search_shows_document_page_and_marked_words(app_test, ui_settings, sess
     assert not at.exception
     text = all_text(at)
     assert "**1. Office Lease**, p. 2" in text
-    assert "**assign**" in text and "**consent**" in text
+    # Matched words bold, and the words around them still apart from them.
+    assert "may **assign** this lease" in text and "written **consent** of" in text
     assert "1 passage, best match first." in text
     at.button(
         key=next(b.key for b in at.button if b.key and b.key.startswith("hit-"))
     ).click().run()
     assert not at.exception
     assert "Page 2" in all_text(at)  # the dialog with the page
+    assert "Highlighted: the passage that matched the search." in all_text(at)
     at.selectbox(key="search-kind").set_value(at.selectbox(key="search-kind").options[1]).run()
     assert "No passage matches." in all_text(at)
 

@@ -29,13 +29,16 @@ def open_citation(
     passage_ids: list[int],
     *,
     spans: Sequence[tuple[int, int]] = (),
+    marked: str | None = None,
 ) -> None:
-    """Show `page_number` with the passages, or the quoted sentences at `spans`, marked."""
+    """Show `page_number` with the passages, or the quoted sentences at `spans`, marked.
+    `marked` says what the marks are, where they are not the passages an answer drew on."""
     st.session_state[CITATION_KEY] = {
         "document_id": document_id,
         "page": page_number,
         "passage_ids": list(passage_ids),
         "spans": [list(span) for span in spans],
+        "marked": marked,
     }
 
 
@@ -77,7 +80,11 @@ def cited_page_html(
 
 @st.dialog("Cited page", width="large", on_dismiss=_forget)
 def _citation_dialog(
-    document_id: int, page_number: int, passage_ids: list[int], spans: list[list[int]]
+    document_id: int,
+    page_number: int,
+    passage_ids: list[int],
+    spans: list[list[int]],
+    marked: str | None = None,
 ) -> None:
     body = cited_page_html(document_id, page_number, passage_ids, [tuple(s) for s in spans])
     if body is None:
@@ -88,7 +95,9 @@ def _citation_dialog(
     if caption:
         st.caption(caption)
     has_marks = "<mark" in body
-    if spans:
+    if marked and has_marks:
+        st.caption(f"Highlighted: {marked}.")
+    elif spans:
         st.caption("Highlighted: the quoted sentence, as the document has it.")
     else:
         st.caption(
@@ -107,5 +116,9 @@ def render_open_citation(document_id: int) -> None:
     citation = st.session_state.get(CITATION_KEY)
     if citation and citation["document_id"] == document_id:
         _citation_dialog(
-            document_id, citation["page"], citation["passage_ids"], citation.get("spans", [])
+            document_id,
+            citation["page"],
+            citation["passage_ids"],
+            citation.get("spans", []),
+            citation.get("marked"),
         )

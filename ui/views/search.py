@@ -21,11 +21,17 @@ NUM_RESULTS = 30
 
 
 def snippet_markdown(hit: SearchHit) -> str:
-    """The snippet as Markdown, matched words in bold; the text itself escaped."""
-    return "".join(
-        f"**{ctx.md_escape(p.text)}**" if p.is_match and p.text.strip() else ctx.md_escape(p.text)
-        for p in hit.snippet
-    )
+    """The snippet as Markdown, matched words in bold; the text itself escaped, and the spaces
+    between the parts kept (escaping trims each part: "The" "deposit" "of" ran together)."""
+    out = []
+    for part in hit.snippet:
+        text = ctx.md_escape(part.text)
+        if part.is_match and text:
+            text = f"**{text}**"
+        before = " " if part.text[:1].isspace() else ""
+        after = " " if part.text[-1:].isspace() and text else ""
+        out.append(f"{before}{text}{after}")
+    return "".join(out)
 
 
 def _start_of(day: date | None) -> datetime | None:
@@ -73,7 +79,12 @@ def _result(number: int, hit: SearchHit) -> None:
                 icon=":material/description:",
                 help="Open the page with this passage marked.",
             ):
-                open_citation(hit.document_id, hit.page, [hit.passage_id])
+                open_citation(
+                    hit.document_id,
+                    hit.page,
+                    [hit.passage_id],
+                    marked="the passage that matched the search",
+                )
             ctx.document_link(hit.document_id, "Open the document")
 
 
