@@ -13,7 +13,9 @@ from collections import Counter
 PHRASE_WORDS = 5
 MAX_PHRASE_REPEATS = 2
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+# A sentence's end, with the page citations that follow it ("... words. [p. 1]"); never the
+# stop of a citation's own "p." or "pp.".
+_SENTENCE_END = re.compile(r"(?<!\[p)(?<!\[pp)[.!?](?:\s*\[[^\[\]\n]{0,80}\])*(?=\s|$)")
 
 
 def _words(text: str) -> list[re.Match[str]]:

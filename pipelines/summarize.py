@@ -42,7 +42,7 @@ from pipelines.prompts import (
 )
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.ranking import PassageRanker
-from pipelines.repetition import is_looping
+from pipelines.repetition import before_loop, is_looping
 from pipelines.sections import Section, cut_sections, halve
 from pipelines.summary_support import SUPPORTED, SentenceSupport, check_summary, counts
 
@@ -126,7 +126,8 @@ def summarize(
             on_tokens=_Progress(None, total=1, on_writing=on_writing).writing("summary"),
         )
         logger.info("summary done: method=one_pass calls=%d", len(calls.calls))
-        result = SummaryResult(text.strip(), "one_pass", 0, [], calls.stats(), template.name)
+        text, stats = _before_loop(text, calls.stats())
+        result = SummaryResult(text, "one_pass", 0, [], stats, template.name)
         sentences = DocumentSentences(document.pages)
         checked = _check(result.text, document, template, sentences, index, embedder)
         return _with_support(result, checked)
@@ -166,7 +167,7 @@ def summarize(
         max_new_tokens=max_new_tokens, group_new_tokens=section_new,
         max_levels=max_combine_levels,
     )  # fmt: skip
-    stats = calls.stats()
+    text, stats = _before_loop(text, calls.stats())
     stats["num_supported_section_sentences"] = sum(len(kept) for _, _, kept in supported)
     checked = _check(text, document, template, sentences, index, embedder)
     if supported and not any(c.status == SUPPORTED for c in checked):
@@ -206,6 +207,17 @@ def _check(
         embedder=embedder,
         echo_of=summary_task_text(template),
     )
+
+
+def _before_loop(text: str, stats: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The model's summary up to where it starts repeating a phrase of five words a third time
+    (a loop the engine's detector let through, such as a signature block copied over and over,
+    whose short lines it counts one by one); the stats say how much was cut."""
+    text = text.strip()
+    kept = before_loop(text).strip()
+    if kept != text:
+        stats = {**stats, "loop_cut_chars": len(text) - len(kept)}
+    return kept, stats
 
 
 def _with_support(result: SummaryResult, checked: list[SentenceSupport]) -> SummaryResult:

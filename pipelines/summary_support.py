@@ -36,6 +36,7 @@ from pipelines.documents import Passage
 from pipelines.evidence import DocumentSentences, Evidence, sentence_evidence
 from pipelines.protocols import Embedder
 from pipelines.ranking import PassageRanker
+from pipelines.repetition import is_looping
 from pipelines.retrieve import PassageIndex, terms
 from pipelines.sentences import split_sentences
 from pipelines.support import FactIndex, check_support
@@ -59,6 +60,17 @@ MIN_PREFIX_CHARS = 4
 NUM_QUOTES = 2
 # Shorter than this (a heading, "In summary:") is no sentence to check.
 MIN_SENTENCE_CHARS = 20
+# A line without a sentence's closing mark and with fewer words than this, or with most of its
+# words capitalized, is a heading, a name or a form line ("A Delaware corporation", "Signature
+# Page to Trademark License Agreement", "By: Name:"), not a statement: a small model that copies
+# a signature block writes nothing but these.
+MIN_UNPUNCTUATED_WORDS = 5
+MAX_UNPUNCTUATED_CAPITALIZED = 0.6
+# The same in capitals is a heading or a name even when it ends with a full stop ("... INC.").
+MIN_CAPITALS_WORDS = 7
+_CLOSING = re.compile(r"""[.!?;]["')\]’”]*$""")
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_SPACE_BEFORE_MARK = re.compile(r"\s+([.,;:!?])")
 # Words with which a summary speaks of the document rather than from it.
 _META_TERMS = frozenset(
     terms(
@@ -145,18 +157,42 @@ def _all_instruction_words(own: set[str], instructions: set[str]) -> bool:
 
 
 def summary_sentences(text: str) -> list[str]:
-    """The summary's sentences, as written, without "Pages 4-9:" labels and without the model's
-    own page citations (each sentence is shown with the page of its quote instead); headings
-    and other fragments too short to state anything are left out."""
-    found = []
+    """The summary's statements, as written, without "Pages 4-9:" labels and without the model's
+    own page citations (each sentence is shown with the page of its quote instead). Left out:
+    headings, names and other fragments that state nothing (is_statement); a sentence said
+    before (the same words, case aside); and a sentence that would make the summary repeat a
+    phrase of five words a third time (pipelines.repetition: a decoding loop's copies)."""
+    found: list[str] = []
+    said: set[tuple[str, ...]] = set()
     # A line break ends a sentence in a summary (paragraphs, list items, section labels).
     for line in text.splitlines():
         line = _BULLET.sub("", _PAGE_LABEL.sub("", line))
         for start, end in split_sentences(line):
             sentence = " ".join(remove_citations(line[start:end]).split())
-            if len(sentence) >= MIN_SENTENCE_CHARS:
-                found.append(sentence)
+            sentence = _SPACE_BEFORE_MARK.sub(r"\1", sentence)  # "law [p. 5]." -> "law."
+            if not is_statement(sentence):
+                continue
+            key = tuple(word.casefold() for word in _WORD.findall(sentence))
+            if key in said or is_looping(" ".join([*found, sentence])):
+                continue
+            said.add(key)
+            found.append(sentence)
     return found
+
+
+def is_statement(sentence: str) -> bool:
+    """Whether a summary's sentence can state something: long enough, and either closed like a
+    sentence or long enough to be one (a bullet may end without a full stop), and not a short
+    run of capitals (a heading or a party's name copied from a signature block)."""
+    if len(sentence) < MIN_SENTENCE_CHARS:
+        return False
+    words = _WORD.findall(sentence)
+    if not _CLOSING.search(sentence):
+        capitalized = sum(word[0].isupper() for word in words) / max(1, len(words))
+        if len(words) < MIN_UNPUNCTUATED_WORDS or capitalized > MAX_UNPUNCTUATED_CAPITALIZED:
+            return False
+    letters = [char for char in sentence if char.isalpha()]
+    return len(words) >= MIN_CAPITALS_WORDS or not all(char.isupper() for char in letters)
 
 
 def counts(checked: Sequence[SentenceSupport]) -> dict[str, int]:

@@ -11,7 +11,12 @@ from rich.markup import escape
 from app.db.models import Answer, Summary
 from app.display import terminal_text
 from app.services.answer_labels import support_label, support_note
-from app.services.summary_sentences import sentence_views, support_line
+from app.services.summary_sentences import (
+    NOTHING_STATED,
+    sentence_views,
+    support_line,
+    was_checked,
+)
 
 
 def _flat(text: str) -> str:
@@ -52,7 +57,8 @@ def print_summary(console: Console, summary: Summary) -> None:
         console.print("\n[bold]Summary by the model[/bold]:")
     views = sentence_views(summary.sentence_support or [])
     if not views:
-        console.out(terminal_text(summary.text), highlight=False)
+        text = NOTHING_STATED if was_checked(summary.stats) else summary.text
+        console.out(terminal_text(text), highlight=False)
         return
     supported = [view for view in views if view.is_supported]
     apart = [view for view in views if not view.is_supported]

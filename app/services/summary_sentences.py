@@ -15,6 +15,20 @@ NOTES = {
 }
 
 
+# Shown instead of a summary whose text was checked and holds no statement at all.
+NOTHING_STATED = (
+    "The model's summary states nothing that can be checked against the document (no full "
+    "sentence: a heading or a copied signature block at most). The key passages quote the "
+    "document itself."
+)
+
+
+def was_checked(stats: dict[str, Any] | None) -> bool:
+    """Whether a summary's sentences were checked when it was made (its stats count them):
+    summaries from before the check have none and are shown as written."""
+    return "num_summary_sentences" in (stats or {})
+
+
 @dataclass(frozen=True)
 class SentenceView:
     text: str

@@ -123,9 +123,11 @@ def make_document(
 
 
 def filler_page(number: int, num_sentences: int = 6) -> str:
-    """A page of distinct, checkable sentences: "Page 3 fact 1 about topic3 ..."."""
+    """A page of distinct, checkable sentences: "Page 3 fact 1 concerns topic3x1 ...". No
+    phrase of five words occurs twice in a document made of them (pipelines.repetition would
+    take a third copy for a loop)."""
     sentences = [
-        f"Page {number} fact {i} concerns the subject topic{number}x{i} in plain words."
+        f"Page {number} fact {i} concerns topic{number}x{i} in plain words, as item{number}x{i}."
         for i in range(1, num_sentences + 1)
     ]
     half = num_sentences // 2

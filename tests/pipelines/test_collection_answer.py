@@ -107,7 +107,7 @@ def test_every_document_in_one_batched_call_with_facts_first() -> None:
     )
     sources = _sources(facts={3: (fact,)})
     model = BatchingEcho()
-    question = "Which of these contracts have a non-compete clause, or may assign, on what subject?"
+    question = "Which of these contracts have a non-compete clause, or may assign, in plain words?"
     result = answer_each(question, list(sources.values()), model)
     assert model.num_batches == [2]  # one call for the two documents the facts do not answer
     rows = {row.document_id: row for row in result.rows}

@@ -16,3 +16,10 @@ def test_the_text_before_the_loop_ends_at_a_sentence_end() -> None:
     assert before_loop(parties) == ""
     fine = "Delaware law governs [p. 12]."
     assert before_loop(fine) == fine
+
+
+def test_the_cut_keeps_a_sentence_s_citation_whole() -> None:
+    text = "Rent is 900 dollars. [p. 1] " + "The tenant pays the rent monthly. " * 3
+    assert before_loop(text) == "Rent is 900 dollars. [p. 1] The tenant pays the rent monthly."
+    cited = "Rent is due. [pp. 1-2] [Lease, p. 3]\n" + "Rent is due on the first day. " * 3
+    assert before_loop(cited).startswith("Rent is due. [pp. 1-2] [Lease, p. 3]")

@@ -1,10 +1,19 @@
+from dataclasses import dataclass
+
 import pytest
 
 from pipelines.citations import parse_citations
 from pipelines.errors import ContextTooSmallError
 from pipelines.prompts import render_pages
+from pipelines.repetition import max_phrase_repeats
 from pipelines.summarize import summarize
-from tests.pipelines.echo_model import EchoModel, filler_page, make_document
+from tests.pipelines.echo_model import (
+    EchoCompletion,
+    EchoModel,
+    filler_page,
+    first_sentence,
+    make_document,
+)
 
 NUM_PAGES = 12
 
@@ -174,7 +183,7 @@ def test_only_supported_section_sentences_are_combined(long_document) -> None:
     assert result.method == "hierarchical" and result.num_sections >= 2
     combine_prompt = model.prompts[-1][-1]["content"]
     assert "Nevada" not in combine_prompt and "one part of a longer" not in combine_prompt
-    assert "Page 1 fact 1 concerns the subject topic1x1 in plain words. [p. 1]" in combine_prompt
+    assert "Page 1 fact 1 concerns topic1x1 in plain words, as item1x1. [p. 1]" in combine_prompt
     assert result.stats["num_supported_section_sentences"] >= result.num_sections
     # The combine said only what the document does not: the sections' supported sentences,
     # under their pages, are the summary instead, every one of them supported.
@@ -184,3 +193,32 @@ def test_only_supported_section_sentences_are_combined(long_document) -> None:
         checked.status == "supported" for checked in result.sentence_support
     )
     assert result.stats["num_supported_sentences"] == len(result.sentence_support)
+
+
+SIGNATURE_BLOCK = "ACME HOLDINGS LLC\nA Vermont corporation\nBy:\n\nName:\n\nTitle:\n\n"
+
+
+@dataclass
+class CopiesTheSignatureBlock(EchoModel):
+    """Like the default model on a short contract that ends with its signature page: one true
+    sentence, then the signature block again and again (each line too short for the engine's
+    loop detector, which counts phrases line by line)."""
+
+    def complete(self, messages, **kwargs) -> EchoCompletion:
+        stats = super().complete(messages, **kwargs).stats
+        first = first_sentence(messages[-1]["content"].split("[p. 1]\n", 1)[1])
+        return EchoCompletion(f"{first} [p. 1]\n\n" + SIGNATURE_BLOCK * 6, stats)
+
+
+def test_a_summary_that_copies_a_signature_block_is_cut_and_keeps_its_one_statement(
+    long_document,
+) -> None:
+    result = summarize(long_document, CopiesTheSignatureBlock(), max_new_tokens=300)
+    assert result.method == "one_pass"
+    # The text ends before its loop: no phrase of five words a third time.
+    assert max_phrase_repeats(result.text) <= 2 and result.stats["loop_cut_chars"] > 0
+    # Headings, names and form lines are no sentences: the one statement is all that is checked.
+    assert [c.text for c in result.sentence_support] == [
+        "Page 1 fact 1 concerns topic1x1 in plain words, as item1x1."
+    ]
+    assert result.sentence_support[0].status == "supported"

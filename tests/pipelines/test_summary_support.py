@@ -106,3 +106,32 @@ def test_an_echo_in_other_forms_of_the_instructions_words_has_no_evidence(contra
     )
     assert echo.status == NO_EVIDENCE and echo.quotes == []
     assert true.status == SUPPORTED
+
+
+def test_headings_names_and_form_lines_are_no_sentences() -> None:
+    text = (
+        "MORGAN STANLEY INVESTMENT MANAGEMENT INC.\nA Delaware corporation\nBy:\nName:\n"
+        "[Signature Page to Trademark License Agreement]\n"
+        "- Either party may terminate on notice [p. 4]\n"
+        "The agreement is governed by New York law [p. 5].\n"
+        "THIS AGREEMENT SHALL BE GOVERNED BY THE LAWS OF THE STATE OF NEW YORK."
+    )
+    assert summary_sentences(text) == [
+        "Either party may terminate on notice",  # a bullet: five plain words, no full stop
+        "The agreement is governed by New York law.",  # the citation gone, the stop kept
+        "THIS AGREEMENT SHALL BE GOVERNED BY THE LAWS OF THE STATE OF NEW YORK.",
+    ]
+
+
+def test_a_sentence_said_again_or_a_third_copy_of_a_phrase_is_left_out() -> None:
+    text = (
+        "The supplier delivers the goods each month. The buyer pays within thirty days. "
+        "the supplier delivers the goods each month.\n"
+        "The buyer pays within thirty days of delivery. The buyer pays within thirty days, "
+        "always."
+    )
+    assert summary_sentences(text) == [
+        "The supplier delivers the goods each month.",
+        "The buyer pays within thirty days.",
+        "The buyer pays within thirty days of delivery.",
+    ]

@@ -202,3 +202,25 @@ def test_the_summary_leads_with_its_key_facts_each_with_its_page(
     buttons[1].click().run()
     assert not at.exception
     assert _marked(at) == "This lease is governed by the laws of Ohio."
+
+
+def test_a_checked_summary_with_no_statement_says_so_instead_of_its_fragments(
+    app_test, ui_settings, sessions
+) -> None:
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Office Lease", pages=PAGES)
+        # What the model wrote was a signature block: checked, and no sentence in it.
+        add_summary(
+            session,
+            document.id,
+            "ACME HOLDINGS LLC\nBy:\nName:",
+            stats={"num_summary_sentences": 0},
+        )
+        old = add_document(session, ui_settings.files_dir, title="Old Lease", pages=PAGES)
+        add_summary(session, old.id, "Written before summaries were checked.")  # no counts
+        session.commit()
+        document_id, old_id = document.id, old.id
+    text = _text(_open(app_test, document_id))
+    assert "states nothing that can be checked against the document" in text
+    assert "ACME HOLDINGS" not in text
+    assert "Written before summaries were checked." in _text(_open(app_test, old_id))

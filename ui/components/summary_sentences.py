@@ -7,7 +7,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app.db.models import Summary
-from app.services.summary_sentences import UNSUPPORTED, sentence_views, support_line
+from app.services.summary_sentences import (
+    NOTHING_STATED,
+    UNSUPPORTED,
+    sentence_views,
+    support_line,
+    was_checked,
+)
 from ui import context as ctx
 from ui.components.quotes import render_quotes
 
@@ -25,7 +31,10 @@ def render_checked_summary(document_id: int, summary: Summary) -> None:
     views = sentence_views(summary.sentence_support or [])
     if not views:
         with st.container(border=True):
-            st.markdown(summary.text)
+            if was_checked(summary.stats):
+                st.markdown(f"_{NOTHING_STATED}_")
+            else:
+                st.markdown(summary.text)
         return
     supported = [view for view in views if view.is_supported]
     apart = [view for view in views if not view.is_supported]
