@@ -4,8 +4,11 @@ whole engine steps (host scheduling, input copies, sampling, text), with a host 
     python3 bench/decode_profile.py --batches 1 64 --context 4096
 
 Llama-3-8B shape, random weights, bf16, cuDNN prefill, the paged decode kernel. GPU times use
-CUDA events around back-to-back replays; step times are wall clock around engine.step(), which
-ends synchronized. Prints a table and the host profile of the B=max steps.
+CUDA events around back-to-back replays; step times are wall clock over many engine.step() calls
+with a synchronize at both ends (the engine runs one step ahead). Each batch is timed with the
+graph inputs staged in pinned memory and from pageable memory (A/B/A), then profiled with
+torch.profiler (host calls, waits included) and cProfile. --copy-check first times how long
+the host waits to queue a copy behind a busy stream.
 """
 
 from __future__ import annotations
@@ -33,8 +36,12 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--copy-check", action="store_true")
+    parser.add_argument("--kernels", action="store_true", help="GPU time per kernel, eager steps")
     args = parser.parse_args()
     device = torch.device("cuda")
+    if args.copy_check:
+        copy_check()
     model = random_hf_model("llama3-8b-random", device=device, dtype=torch.bfloat16)
     folder = ROOT / "var" / "bench-cache" / "llama3-8b-random"
     write_config_and_tokenizer(model, folder)
@@ -71,23 +78,72 @@ def main() -> int:
         end.record()
         torch.cuda.synchronize()
         gpu_ms = start.elapsed_time(end) / args.steps
+        for pinned in (True, False, True):  # A/B/A: graph inputs staged in pinned memory or not
+            graphs.pinned = pinned
+            step_ms = _step_ms(engine, args.steps)
+            print(
+                f"| B={batch} | context {args.context} | pinned inputs {pinned} | graph replay "
+                f"{gpu_ms:.2f} ms | engine step {step_ms:.2f} ms | exposed host "
+                f"{step_ms - gpu_ms:.2f} ms | {batch / step_ms * 1e3:.0f} tokens/s |",
+                flush=True,
+            )
+        graphs.pinned = True
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        ) as trace:
+            for _ in range(10):
+                engine.step()
+            torch.cuda.synchronize()
+        print(trace.key_averages().table(sort_by="self_cpu_time_total", row_limit=20), flush=True)
+        if args.kernels:  # the same steps without the graph: each kernel's GPU time
+            runner = engine._main.runner
+            saved, runner.graphs = runner.graphs, None
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as trace:
+                for _ in range(10):
+                    engine.step()
+                torch.cuda.synchronize()
+            runner.graphs = saved
+            print(trace.key_averages().table(sort_by="self_cuda_time_total", row_limit=25))
         profiler = cProfile.Profile()
-        started = time.perf_counter()
         profiler.enable()
         for _ in range(args.steps):
             engine.step()
         profiler.disable()
-        step_ms = (time.perf_counter() - started) / args.steps * 1e3
-        print(
-            f"| B={batch} | context {args.context} | graph replay {gpu_ms:.2f} ms | "
-            f"engine step {step_ms:.2f} ms | host {step_ms - gpu_ms:.2f} ms | "
-            f"{batch / step_ms * 1e3:.0f} tokens/s |",
-            flush=True,
-        )
         pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
         for request_id in list(engine._requests):
             engine.abort(request_id)
     return 0
+
+
+def _step_ms(engine, num_steps: int) -> float:
+    """Wall time of a step in the steady state: the engine runs one step ahead, so the GPU's
+    work of the last step is waited for at the end."""
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(num_steps):
+        engine.step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - started) / num_steps * 1e3
+
+
+def copy_check() -> None:
+    """How long the host waits to queue a small host-to-device copy behind 50 ms of GPU work:
+    from pageable memory, from pinned memory, and torch.tensor(list).to(cuda, non_blocking)."""
+    device = torch.device("cuda")
+    target = torch.empty(64, dtype=torch.long, device=device)
+    sources = {
+        "pageable": lambda: torch.arange(64),
+        "pinned": lambda: torch.arange(64).pin_memory(),
+    }
+    for name, make in sources.items():
+        source = make()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(50_000_000)  # ~25-50 ms of one kernel
+        started = time.perf_counter()
+        target.copy_(source, non_blocking=True)
+        queued = time.perf_counter() - started
+        torch.cuda.synchronize()
+        print(f"copy from {name} memory behind a busy stream: host {queued * 1e3:.3f} ms")
 
 
 if __name__ == "__main__":

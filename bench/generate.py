@@ -10,7 +10,9 @@ CUDA parts (--parts to choose):
   single      the engine, one stream, the same prompt and length: decode tokens/s after the
               first token, and the time to it
   concurrent  64 requests of 4K prompts at once, 256 new each: output tokens/s while all decode
-              (first token of the last request to the end), and over the whole run
+              (the last request's first token to the first request's last), after all started
+              (the last first token to the end, the shrinking tail included), and over the
+              whole run
   hier        a hierarchical summary: 16 sections of 8K tokens with 256 new tokens each, then a
               combine prompt of their outputs (16 x 256 tokens) with 256 new: all sections
               together (generate_many) against one after another, same engine
@@ -164,12 +166,23 @@ def engine_concurrent(engine: LLMEngine, n: int, prompt_tokens: int, new_tokens:
     while engine.has_unfinished_requests():
         engine.step()
     ended = time.perf_counter()
-    all_first = max(t[0] for t in timeline.times.values())
-    tokens_after = sum(sum(1 for x in t if x > all_first) for t in timeline.times.values())
-    total_tokens = sum(len(t) for t in timeline.times.values())
+    times = list(timeline.times.values())
+    all_first = max(t[0] for t in times)
+    first_done = min(t[-1] for t in times)
+    tokens_after = sum(sum(1 for x in t if x > all_first) for t in times)
+    # While every request decodes: after the last one's first token, up to the first one's last.
+    # The prompts are prefilled over ~32 steps of 8K tokens, so the first requests finish ~32
+    # steps before the last: after first_done the batch shrinks, and "after all started"
+    # counts that tail too.
+    tokens_all = sum(sum(1 for x in t if all_first < x <= first_done) for t in times)
+    total_tokens = sum(len(t) for t in times)
     return {
         "requests": len(ids),
         "steps": engine.num_steps - steps_before,
+        "all_decoding_output_tokens_per_s": (
+            tokens_all / (first_done - all_first) if first_done > all_first else 0.0
+        ),
+        "all_decoding_seconds": max(0.0, first_done - all_first),
         "decode_output_tokens_per_s": tokens_after / (ended - all_first),
         "overall_output_tokens_per_s": total_tokens / (ended - started),
         "time_to_last_first_token_s": all_first - started,
