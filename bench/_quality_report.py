@@ -192,6 +192,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     documents = result["documents"]
+    runs = result["runs"]
     contracts = [d for d in documents if d.get("labels")]
     opinions = [d for d in documents if not d.get("labels")]
     lines = [
@@ -249,6 +250,15 @@ def markdown(result: dict[str, Any]) -> str:
     if with_facts:
         lines += [
             "## Key facts per document",
+            "",
+            "Seconds: the facts job alone, in a warm worker (the model is started before the "
+            "first job, as a running worker has it"
+            + (
+                f"; that start took {runs['facts']['engine_start_s']} s in this run"
+                if runs.get("facts", {}).get("engine_start_s") is not None
+                else ""
+            )
+            + "). Key passages come first in the summary job, in under a second (no model).",
             "",
             "| document | pages | seconds | found | model / rule | governing law or court | parties | date |",
             "|---|---|---|---|---|---|---|---|",
