@@ -5,10 +5,10 @@ whole engine steps (host scheduling, input copies, sampling, text), with a host 
 
 Llama-3-8B shape, random weights, bf16, cuDNN prefill, the paged decode kernel. GPU times use
 CUDA events around back-to-back replays; step times are wall clock over many engine.step() calls
-with a synchronize at both ends (the engine runs one step ahead). Each batch is timed with the
-graph inputs staged in pinned memory and from pageable memory (A/B/A), then profiled with
-torch.profiler (host calls, waits included) and cProfile. --copy-check first times how long
-the host waits to queue a copy behind a busy stream.
+with a synchronize at both ends (the engine runs one step ahead). Each batch is then profiled
+with torch.profiler (host calls, waits included) and cProfile; --kernels adds each kernel's GPU
+time over eager steps. --copy-check first times how long the host waits to queue a copy behind
+a busy stream.
 """
 
 from __future__ import annotations
@@ -78,16 +78,13 @@ def main() -> int:
         end.record()
         torch.cuda.synchronize()
         gpu_ms = start.elapsed_time(end) / args.steps
-        for pinned in (True, False, True):  # A/B/A: graph inputs staged in pinned memory or not
-            graphs.pinned = pinned
-            step_ms = _step_ms(engine, args.steps)
-            print(
-                f"| B={batch} | context {args.context} | pinned inputs {pinned} | graph replay "
-                f"{gpu_ms:.2f} ms | engine step {step_ms:.2f} ms | exposed host "
-                f"{step_ms - gpu_ms:.2f} ms | {batch / step_ms * 1e3:.0f} tokens/s |",
-                flush=True,
-            )
-        graphs.pinned = True
+        step_ms = _step_ms(engine, args.steps)
+        print(
+            f"| B={batch} | context {args.context} | graph replay {gpu_ms:.2f} ms | engine step "
+            f"{step_ms:.2f} ms | exposed host {step_ms - gpu_ms:.2f} ms | "
+            f"{batch / step_ms * 1e3:.0f} tokens/s |",
+            flush=True,
+        )
         with torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         ) as trace:
@@ -127,8 +124,8 @@ def _step_ms(engine, num_steps: int) -> float:
 
 
 def copy_check() -> None:
-    """How long the host waits to queue a small host-to-device copy behind 50 ms of GPU work:
-    from pageable memory, from pinned memory, and torch.tensor(list).to(cuda, non_blocking)."""
+    """How long the host waits to queue a small host-to-device copy behind 50 ms of GPU work,
+    from pageable memory and from pinned memory."""
     device = torch.device("cuda")
     target = torch.empty(64, dtype=torch.long, device=device)
     sources = {

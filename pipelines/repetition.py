@@ -12,14 +12,15 @@ from collections import Counter
 
 PHRASE_WORDS = 5
 MAX_PHRASE_REPEATS = 2
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+# A word: letters and digits with inner apostrophes; pipelines.summary_support uses it too.
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 # A sentence's end, with the page citations that follow it ("... words. [p. 1]"); never the
 # stop of a citation's own "p." or "pp.".
 _SENTENCE_END = re.compile(r"(?<!\[p)(?<!\[pp)[.!?](?:\s*\[[^\[\]\n]{0,80}\])*(?=\s|$)")
 
 
 def _words(text: str) -> list[re.Match[str]]:
-    return list(_WORD.finditer(text))
+    return list(WORD.finditer(text))
 
 
 def max_phrase_repeats(text: str, n: int = PHRASE_WORDS) -> int:

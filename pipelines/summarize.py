@@ -243,12 +243,9 @@ def _supported_parts(
     said: set[str] = set()
     for first, last, text in parts:
         good: list[str] = []
+        # summary_sentences has left out this section's own repeats and loop copies already.
         for checked in _check(text, document, template, sentences, index, embedder):
-            # Not a sentence said before, nor one that repeats a phrase of its section a third
-            # time (a loop the engine's detector let through).
-            if checked.status != SUPPORTED or checked.text in said:
-                continue
-            if is_looping(" ".join([*good, checked.text])):
+            if checked.status != SUPPORTED or checked.text in said:  # said in another section
                 continue
             said.add(checked.text)
             # The page of the quote it rests on, checked, where the model's own may be wrong.

@@ -36,7 +36,7 @@ from pipelines.documents import Passage
 from pipelines.evidence import DocumentSentences, Evidence, sentence_evidence
 from pipelines.protocols import Embedder
 from pipelines.ranking import PassageRanker
-from pipelines.repetition import is_looping
+from pipelines.repetition import WORD, is_looping
 from pipelines.retrieve import PassageIndex, terms
 from pipelines.sentences import split_sentences
 from pipelines.support import FactIndex, check_support
@@ -69,7 +69,6 @@ MAX_UNPUNCTUATED_CAPITALIZED = 0.6
 # The same in capitals is a heading or a name even when it ends with a full stop ("... INC.").
 MIN_CAPITALS_WORDS = 7
 _CLOSING = re.compile(r"""[.!?;]["')\]’”]*$""")
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _SPACE_BEFORE_MARK = re.compile(r"\s+([.,;:!?])")
 # Words with which a summary speaks of the document rather than from it.
 _META_TERMS = frozenset(
@@ -172,7 +171,7 @@ def summary_sentences(text: str) -> list[str]:
             sentence = _SPACE_BEFORE_MARK.sub(r"\1", sentence)  # "law [p. 5]." -> "law."
             if not is_statement(sentence):
                 continue
-            key = tuple(word.casefold() for word in _WORD.findall(sentence))
+            key = tuple(word.casefold() for word in WORD.findall(sentence))
             if key in said or is_looping(" ".join([*found, sentence])):
                 continue
             said.add(key)
@@ -186,7 +185,7 @@ def is_statement(sentence: str) -> bool:
     run of capitals (a heading or a party's name copied from a signature block)."""
     if len(sentence) < MIN_SENTENCE_CHARS:
         return False
-    words = _WORD.findall(sentence)
+    words = WORD.findall(sentence)
     if not _CLOSING.search(sentence):
         capitalized = sum(word[0].isupper() for word in words) / max(1, len(words))
         if len(words) < MIN_UNPUNCTUATED_WORDS or capitalized > MAX_UNPUNCTUATED_CAPITALIZED:
