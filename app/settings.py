@@ -47,17 +47,17 @@ class Settings(BaseSettings):
     parse_timeout_s: float = Field(default=120.0, gt=0)
     parse_memory_mb: int = Field(default=2048, gt=0)
     # Text a PDF may give, decided in the parse child; past either, the file is refused (a few
-    # KB can inflate into megabytes of text: pipelines/text_caps.py).
+    # KB can inflate into megabytes of text: pipelines/ingest/text_caps.py).
     max_page_chars: int = Field(default=100_000, gt=0)
     max_document_chars: int = Field(default=10_000_000, gt=0)
     passage_max_tokens: int = Field(default=384, gt=0)
-    # OCR of pages without a usable text layer (pipelines/page_sources.py), in the parse child.
+    # OCR of pages without a usable text layer (pipelines/ingest/page_sources.py), in the parse child.
     # Off: a document with no text layer is refused, and scanned pages of a mixed one stay empty.
     ocr_enabled: bool = True
     ocr_dpi: int = Field(default=200, ge=72, le=600)  # pages are rendered at this for OCR
     ocr_page_timeout_s: float = Field(default=60.0, gt=0)  # past it, the page is left empty
     ocr_num_threads: int = Field(default=2, gt=0)  # onnxruntime's threads in the parse child
-    # Bad redactions (dark boxes over text still in the file, pipelines/redactions.py): found
+    # Bad redactions (dark boxes over text still in the file, pipelines/ingest/redactions.py): found
     # at ingest; their text is left out of the stored pages unless keep_hidden_text is set
     # (for a reviewer who must see what the filer failed to hide).
     redaction_check_enabled: bool = True

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.documents import PageText, Passage, document_text
-from pipelines.parse import parse_pdf
+from pipelines.ingest.parse import parse_pdf
+from pipelines.ingest.split import split_into_passages
 from pipelines.protocols import TokenCounter
-from pipelines.split import split_into_passages
 
 METADATA = "cuad_train_metadata.json"
 _KEPT = re.compile(r"[a-z0-9]")

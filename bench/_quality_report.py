@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench import _quality_scores as scores
-from pipelines.dates import find_dates
 from pipelines.documents import PageText
+from pipelines.values.dates import find_dates
 
 CONTRACT_QUESTIONS = {
     "governing_law": "Which state's or country's law governs this agreement?",
@@ -230,10 +230,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             "",
             "Answers are asked twice in a full run: before the document's key-facts job (the "
-            "model answers from the quotes, pipelines.answer) and after it (a question that a "
-            "stored fact answers gets the fact, pipelines.answer_facts). The dev questions are "
+            "model answers from the quotes, pipelines.answer.question) and after it (a question that a "
+            "stored fact answers gets the fact, pipelines.answer.from_facts). The dev questions are "
             "worded like the fact fields' own questions, so the second column measures the "
-            "route, not the matching of paraphrases (tests/pipelines/test_answer_facts.py does).",
+            "route, not the matching of paraphrases (tests/pipelines/answer/test_from_facts.py does).",
             "",
             "Governing law: the jurisdiction CUAD labels, with the labelled clause on the fact's "
             "page or a cited page (naming none where the label has none or is redacted). Parties: "
@@ -286,7 +286,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             "## Summaries: every sentence against the document",
             "",
-            "Each sentence of the model's summary checked by pipelines.summary_support: "
+            "Each sentence of the model's summary checked by pipelines.summary.support: "
             "supported (its quote carries it), unsupported (it states a name, number, date or "
             "place the document lacks), or without evidence; the UI and the CLI show the "
             "supported ones with their pages and set the others apart. Before them comes the "

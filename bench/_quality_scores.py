@@ -11,9 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from pipelines.dates import parse_date
 from pipelines.documents import PageText
-from pipelines.jurisdictions import find_jurisdictions
+from pipelines.values.dates import parse_date
+from pipelines.values.jurisdictions import find_jurisdictions
 
 PHRASE_WORDS = 5
 MAX_PHRASE_REPEATS = 2

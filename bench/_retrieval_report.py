@@ -107,7 +107,7 @@ def write_report(
         "",
         "A hit at k: one of the first k evidence sentences overlaps the labelled span. "
         "`terms`: the share of query terms a sentence holds (no embedder); `embedding w`: "
-        "pipelines/semantic_evidence.py with weight w on the rescaled cosine (the rest on the "
+        "pipelines/retrieval/semantic_evidence.py with weight w on the rescaled cosine (the rest on the "
         "IDF-weighted share of query terms).",
         "",
         "| scoring | evidence@1 | evidence@3 |",

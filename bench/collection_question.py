@@ -34,7 +34,7 @@ from app.services import collection_answers, collections, documents  # noqa: E40
 from engine import EngineConfig, LLMEngine  # noqa: E402
 from engine.gguf_convert import convert_gguf, ensure_tokenizer  # noqa: E402
 from pipelines.documents import PageText  # noqa: E402
-from pipelines.split import split_into_passages  # noqa: E402
+from pipelines.ingest.split import split_into_passages  # noqa: E402
 from worker.kernel_build import put_ninja_on_path  # noqa: E402
 from worker.model_adapter import EngineChatModel  # noqa: E402
 from worker.model_source import find_default_gguf  # noqa: E402

@@ -4,7 +4,7 @@
 
 1. Pages of known text are drawn by Pillow at 300 dpi (12 pt DejaVu Sans, specks and a slight
    blur, as a scanner gives), put in a PDF, rendered by pdfium at each DPI and read by RapidOCR
-   (pipelines/ocr.py, 2 onnxruntime threads): pages per second (render + OCR) and the share of
+   (pipelines/ingest/ocr.py, 2 onnxruntime threads): pages per second (render + OCR) and the share of
    characters read right, per DPI. One page turned a quarter turn is timed too.
 2. Every corpus PDF is ingested (parse child, split, store in a fresh SQLite database; no
    embeddings) with OCR on and with it off: total seconds, files stored, pages OCR'd.
@@ -51,8 +51,8 @@ def _accuracy(expected: str, got: str) -> float:
 def ocr_speed(num_pages: int, directory: Path) -> dict:
     import pypdfium2
 
-    from pipelines.ocr import PageReader
-    from pipelines.pdf_render import render_page
+    from pipelines.ingest.ocr import PageReader
+    from pipelines.ingest.pdf_render import render_page
 
     images = [scan_factory.scan_image(seed=seed) for seed in range(num_pages)]
     path = scan_factory.scan_pdf(directory, [*images, scan_factory.scan_image(rotation=90)])
@@ -112,8 +112,8 @@ def tesseract(directory: Path) -> dict | None:
 def corpus_ingest(corpus: Path, *, ocr: bool) -> dict:
     from app import migrate
     from app.db.session import make_engine, session_factory
-    from pipelines.page_sources import SourceOptions
-    from pipelines.parse import ParseLimits
+    from pipelines.ingest.page_sources import SourceOptions
+    from pipelines.ingest.parse import ParseLimits
     from worker.ingest import STORED, IngestOptions
     from worker.model_source import find_default_gguf
     from worker.runner_ingest import ingest_file

@@ -37,10 +37,10 @@ from _cuad_labels import Contract, load_contracts, locate, relevant_passages  # 
 from _embedders import NOT_RUN, Candidate, QuerySide, candidates  # noqa: E402
 from _retrieval_report import hardware, write_report  # noqa: E402
 
-from pipelines.evidence import DocumentSentences, sentence_evidence  # noqa: E402
-from pipelines.hybrid import Fusion, HybridIndex, fuse  # noqa: E402
-from pipelines.retrieve import PassageIndex  # noqa: E402
-from pipelines.vectors import PassageVectors, passage_segments  # noqa: E402
+from pipelines.retrieval.bm25 import PassageIndex  # noqa: E402
+from pipelines.retrieval.evidence import DocumentSentences, sentence_evidence  # noqa: E402
+from pipelines.retrieval.hybrid import Fusion, HybridIndex, fuse  # noqa: E402
+from pipelines.retrieval.vectors import PassageVectors, passage_segments  # noqa: E402
 from worker.model_source import find_default_gguf  # noqa: E402
 from worker.tokens import token_counter_for  # noqa: E402
 

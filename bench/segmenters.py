@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.documents import PageText  # noqa: E402
-from pipelines.sentences import split_sentences  # noqa: E402
-from pipelines.split import split_into_passages  # noqa: E402
+from pipelines.ingest.sentences import split_sentences  # noqa: E402
+from pipelines.ingest.split import split_into_passages  # noqa: E402
 from tests.pipelines.sentence_cases import CASES, HELD_OUT_CASES, SentenceCase  # noqa: E402
 
 CORPUS = ROOT / ".." / "shared" / "corpus"
@@ -59,7 +59,7 @@ def spans_from_strings(text: str, pieces: list[str]) -> Spans:
 def make_candidates() -> dict[str, tuple[str, Segmenter | str]]:
     """name -> (package versions, segmenter or the reason it cannot run here)."""
     candidates: dict[str, tuple[str, Segmenter | str]] = {}
-    candidates["ours: nupunkt + fixes (pipelines/sentences.py)"] = (
+    candidates["ours: nupunkt + fixes (pipelines/ingest/sentences.py)"] = (
         f"nupunkt {version('nupunkt')}",
         split_sentences,
     )
@@ -336,7 +336,7 @@ def write_report(
         "Sentences in corpus counts segments of raw pypdf text, where every printed line ends in a "
         "line break: a segmenter that breaks at single line breaks (pysbd) finds many more.",
         "",
-        "Choice: pipelines/sentences.py runs nupunkt (the most accurate here, offline: its model "
+        "Choice: pipelines/ingest/sentences.py runs nupunkt (the most accurate here, offline: its model "
         "ships in the wheel, and deterministic) with a thin layer of fixes: extra dosing and "
         "legal abbreviations, abbreviations that never end a sentence, list markers rejoined to "
         "their item, and blank lines as hard boundaries. The fixes were tuned on the first set; "
@@ -345,7 +345,7 @@ def write_report(
     if passage_lines:
         lines += [
             "",
-            "## Passage splitting (pipelines/split.py, max_tokens=384)",
+            "## Passage splitting (pipelines/ingest/split.py, max_tokens=384)",
             "",
             "Whole corpus, whitespace collapsed inside lines as the parser does. The last "
             "column is the tokenizer alone encoding every page once, for scale.",

@@ -94,7 +94,9 @@ class _ChildPeak:
                 continue
             for pid in children:
                 try:  # only once it runs the parse child's program (a fork shares our pages)
-                    is_parse = b"pipelines.parse" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                    is_parse = (
+                        b"pipelines.ingest.parse" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                    )
                 except OSError:
                     continue
                 if is_parse:
@@ -113,7 +115,7 @@ def run_one(name: str, folder: Path) -> dict:
     from app.db.session import make_engine
     from app.migrate import upgrade
     from pipelines.documents import PageText
-    from pipelines.split import split_into_passages
+    from pipelines.ingest.split import split_into_passages
     from tests.pipelines import pdf_factory
     from worker.ingest import IngestOptions
     from worker.model_source import find_default_gguf

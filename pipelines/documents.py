@@ -29,7 +29,7 @@ class PageText:
 
 @dataclass(frozen=True)
 class RedactionBox:
-    """A dark box drawn over characters that are still in the file (pipelines/redactions.py):
+    """A dark box drawn over characters that are still in the file (pipelines/ingest/redactions.py):
     its page, its corners in PDF points (origin bottom left) and how many characters it hides."""
 
     page: int

@@ -42,7 +42,7 @@ class TooManyPagesError(DocumentError):
 
 
 class TooMuchTextError(DocumentError):
-    """A page or the whole document gives more text than the caps (pipelines/text_caps.py)."""
+    """A page or the whole document gives more text than the caps (pipelines/ingest/text_caps.py)."""
 
     code = "too_much_text"
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipelines import kinds
-from pipelines.classify import guess_subkind
 from pipelines.documents import PageText, Passage, document_text, page_spans
+from pipelines.ingest.classify import guess_subkind
 
 SYSTEM_PROMPT = (
     "You are LongDoc, a careful assistant for legal and medical documents. "
@@ -70,7 +70,7 @@ TEMPLATES = {t.name: t for t in (CONTRACT, COURT_OPINION, MEDICAL, GENERAL)}
 
 def choose_template(kind: str, pages: Sequence[PageText]) -> Template:
     """The template for a document: by kind, and for "legal" by its sub-kind, opinion or
-    contract (pipelines/classify.py's guess, the one that picks its key-fact schema too; no
+    contract (pipelines/ingest/classify.py's guess, the one that picks its key-fact schema too; no
     cues at all means contract, the more common upload)."""
     if kind == kinds.MEDICAL:
         return MEDICAL
@@ -173,7 +173,7 @@ def combine_messages(
 def summary_task_text(template: Template) -> str:
     """Every instruction the summary path gives the model for `template` (system prompt, the
     one-pass, section and combine tasks), without any document text: a summary sentence made
-    only of these words repeats the instructions (pipelines.summary_support)."""
+    only of these words repeats the instructions (pipelines.summary.support)."""
     conversations = [
         summary_messages("", template),
         section_messages("", template, 1, 2),

@@ -12,7 +12,7 @@ from collections import Counter
 
 PHRASE_WORDS = 5
 MAX_PHRASE_REPEATS = 2
-# A word: letters and digits with inner apostrophes; pipelines.summary_support uses it too.
+# A word: letters and digits with inner apostrophes; pipelines.summary.support uses it too.
 WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 # A sentence's end, with the page citations that follow it ("... words. [p. 1]"); never the
 # stop of a citation's own "p." or "pp.".

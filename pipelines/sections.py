@@ -1,6 +1,6 @@
 """Cut a long document into sections for hierarchical summarization, at passage boundaries.
 
-Passages already end at paragraph or sentence ends (pipelines.split), so a section made of whole
+Passages already end at paragraph or sentence ends (pipelines.ingest.split), so a section made of whole
 passages does too. Sections are packed greedily up to a token budget; a full section ends at the
 last passage that closes a paragraph, unless that would leave it less than half full.
 """

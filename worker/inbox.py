@@ -7,7 +7,7 @@ The inbox is a folder other people and programs write into, so nothing in it is 
   O_NOFOLLOW relative to the inbox's own descriptor, and checked again with fstat on what was
   opened (a link swapped in meanwhile fails to open). A link is refused and removed; what it
   points to is never read or touched. A link to a folder is not a collection's folder. Devices, pipes and sockets are refused too.
-- Checked before copying: size and header are read from the open file (pipelines.parse's
+- Checked before copying: size and header are read from the open file (pipelines.ingest.parse's
   check_open_file, the same rules as an upload), so a 250 MB file is refused without a copy.
 - Refused files leave the inbox: a regular file moves to inbox/refused/, a link is deleted, and
   a failed ingest job says why (`longdoc jobs`, the UI), so nothing is retried every scan.
@@ -36,7 +36,7 @@ from app.display import display_name
 from app.errors import InvalidCollection, StoredFileError
 from app.services import collections, documents, jobs
 from pipelines.errors import DocumentError
-from pipelines.parse import ParseLimits, check_open_file
+from pipelines.ingest.parse import ParseLimits, check_open_file
 from worker import runner_ingest
 
 logger = logging.getLogger(__name__)

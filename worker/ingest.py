@@ -20,19 +20,19 @@ from app.errors import DuplicateDocument
 from app.services import documents
 from app.settings import Settings
 from pipelines import kinds as pipelines_kinds
-from pipelines.classify import guess_kind
 from pipelines.documents import ParsedDocument, Passage, document_text
 from pipelines.errors import DocumentError
-from pipelines.page_sources import SourceOptions
-from pipelines.parse import ParseLimits, check_file, parse_pdf_outcome
+from pipelines.ingest.classify import guess_kind
+from pipelines.ingest.page_sources import SourceOptions
+from pipelines.ingest.parse import ParseLimits, check_file, parse_pdf_outcome
+from pipelines.ingest.split import split_into_passages
 from pipelines.protocols import Embedder, TokenCounter
-from pipelines.split import split_into_passages
 from worker.ingest_records import new_document, source_stats, stored_notice
 from worker.vector_store import embed_passages, to_bytes
 
 # What became of a file: a new document, one stored before, or not taken (with its sentence).
 STORED, PRESENT, REFUSED = "stored", "present", "refused"
-# "auto": guessed from the text (pipelines/classify.py).
+# "auto": guessed from the text (pipelines/ingest/classify.py).
 KINDS = ("auto", *pipelines_kinds.KINDS)
 
 

@@ -14,7 +14,7 @@ import time
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.services import jobs
-from pipelines.summarize import WritingProgress
+from pipelines.summary.summarize import WritingProgress
 
 # Progress rows are committed at most this often: a 2,000-page summary reports thousands of steps.
 PROGRESS_INTERVAL_S = 0.5

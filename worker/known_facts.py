@@ -1,4 +1,4 @@
-"""A document's stored key facts as the pipelines take them (pipelines.answer_facts.KnownFact):
+"""A document's stored key facts as the pipelines take them (pipelines.answer.from_facts.KnownFact):
 the answer job's, the collection table's and the summary lead's one reading of the Fact rows."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import FactSource
 from app.services import facts as fact_service
-from pipelines.answer_facts import KnownFact
-from pipelines.evidence import DocumentSentences
+from pipelines.answer.from_facts import KnownFact
 from pipelines.inputs import DocumentInput
-from pipelines.summary_lead import lead_sentences
+from pipelines.retrieval.evidence import DocumentSentences
+from pipelines.summary.lead import lead_sentences
 from worker.result_rows import sentence_rows
 
 
@@ -45,7 +45,7 @@ def known_facts(sessions: sessionmaker[Session], document_id: int) -> tuple[Know
 
 
 def lead_rows(session: Session, document_id: int, document: DocumentInput) -> list[dict[str, Any]]:
-    """The summary lead (pipelines.summary_lead) from the document's facts as stored now, as
+    """The summary lead (pipelines.summary.lead) from the document's facts as stored now, as
     the rows Summary.lead holds; none before its first facts job."""
     facts = facts_in(session, document_id)
     if not facts:

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.evidence import Evidence
-from pipelines.summary_support import SentenceSupport
+from pipelines.retrieval.evidence import Evidence
+from pipelines.summary.support import SentenceSupport
 
 
 def quote_rows(quotes: Sequence[Evidence]) -> list[dict[str, Any]]:

@@ -31,14 +31,14 @@ from app.errors import DatabaseBusy
 from app.services import documents, jobs, results
 from app.services import facts as fact_service
 from engine import EngineError, OutOfMemoryError, PromptTooLongError
-from pipelines.answer import AnswerResult, answer_question
+from pipelines.answer.question import AnswerResult, answer_question
 from pipelines.errors import DocumentError
-from pipelines.evidence import Evidence
-from pipelines.hybrid import index_for
 from pipelines.inputs import DocumentInput
-from pipelines.key_passages import key_passages
 from pipelines.protocols import ChatModel, Embedder
-from pipelines.summarize import SummaryResult, summarize
+from pipelines.retrieval.evidence import Evidence
+from pipelines.retrieval.hybrid import index_for
+from pipelines.summary.key_passages import key_passages
+from pipelines.summary.summarize import SummaryResult, summarize
 from worker.document_inputs import document_input
 from worker.job_progress import STAGE_WRITING, JobGone, SummaryWriting, ThrottledProgress
 from worker.job_progress import record_progress as _progress

@@ -1,6 +1,6 @@
 """The question job about a collection: re-read the job row, answer across the collection's
-documents (pipelines.collection_answer) or document by document in a table
-(pipelines.collection_table), and save the answer once.
+documents (pipelines.collection.answer) or document by document in a table
+(pipelines.collection.table), and save the answer once.
 
 An answer job with params["collection_id"] is one of these (worker/tasks.py sends it here).
 Safe to run again for the same job: a saved answer is found by job id. Progress: "retrieving",
@@ -20,12 +20,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, DocumentStatus, Job, JobKind, Passage
 from app.services import collection_answers, collections, documents
-from pipelines.collection_answer import CollectionResult, RankedPassage, answer_across
-from pipelines.collection_questions import asks_every_document
-from pipelines.collection_sources import SourceDocument, labels_for
-from pipelines.collection_table import answer_each
-from pipelines.hybrid import index_for
+from pipelines.collection.answer import CollectionResult, RankedPassage, answer_across
+from pipelines.collection.questions import asks_every_document
+from pipelines.collection.sources import SourceDocument, labels_for
+from pipelines.collection.table import answer_each
 from pipelines.protocols import Embedder
+from pipelines.retrieval.hybrid import index_for
 from worker import runner
 from worker.collection_retrieval import rank_collection
 from worker.document_inputs import document_input

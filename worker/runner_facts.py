@@ -1,10 +1,10 @@
-"""The key-facts job: re-read the job row, extract the document's key facts (pipelines.facts)
+"""The key-facts job: re-read the job row, extract the document's key facts (pipelines.facts.extract)
 with progress per field, and save them once, replacing the document's earlier facts.
 
 Safe to run again for the same job (a redelivered task): a job that succeeded is skipped, and
 facts an earlier delivery saved are found by job id. Its row is kept by worker/runner.py's
 model-job skeleton (begin, fail with a sentence, save and finish in one commit). Saving also
-replaces the lead of the document's summaries (pipelines.summary_lead). Nothing here
+replaces the lead of the document's summaries (pipelines.summary.lead). Nothing here
 logs document text: ids, counts and timings only.
 """
 
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Job, JobKind
 from app.services import facts as fact_service
 from app.services import results
-from pipelines.facts import Fact, FactsResult, extract_facts
+from pipelines.facts.extract import Fact, FactsResult, extract_facts
 from pipelines.inputs import DocumentInput
 from worker import runner
 from worker.known_facts import lead_rows

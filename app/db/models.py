@@ -78,7 +78,7 @@ class DocumentStatus(enum.StrEnum):
 
 
 class PageSource(enum.StrEnum):
-    """Where a page's text came from (pipelines/page_sources.py)."""
+    """Where a page's text came from (pipelines/ingest/page_sources.py)."""
 
     TEXT_LAYER = "text_layer"
     OCR = "ocr"
@@ -110,7 +110,7 @@ class SummaryMethod(enum.StrEnum):
 
 
 class SupportStatus(enum.StrEnum):
-    """How an answer stands against its quotes (pipelines/answer_check.py says what each means)."""
+    """How an answer stands against its quotes (pipelines/answer/check.py says what each means)."""
 
     SUPPORTED = "supported"
     UNCHECKED = "unchecked"
@@ -190,7 +190,7 @@ class Page(Base):
 
 
 class Redaction(Base):
-    """A dark box drawn over text that is still in the file (pipelines/redactions.py): where it
+    """A dark box drawn over text that is still in the file (pipelines/ingest/redactions.py): where it
     is (PDF points, origin bottom left) and how many characters it hides. Never the text."""
 
     __tablename__ = "redactions"
@@ -299,7 +299,7 @@ class Summary(Base):
     sentence_support: Mapped[list[dict[str, Any]]] = mapped_column(
         JsonType, default=list, server_default=_EMPTY_LIST
     )
-    # The summary's first lines, from the document's key facts (pipelines.summary_lead): rows as
+    # The summary's first lines, from the document's key facts (pipelines.summary.lead): rows as
     # sentence_support's, all supported. Set when the summary is saved and replaced whenever the
     # document's facts job saves again; empty before its first facts job.
     lead: Mapped[list[dict[str, Any]]] = mapped_column(
@@ -340,7 +340,7 @@ class Answer(Base):
 
 
 class Fact(Base):
-    """One key fact of a document (pipelines.facts): a field's value, the quoted sentences it
+    """One key fact of a document (pipelines.facts.extract): a field's value, the quoted sentences it
     rests on ({"text", "page", "start_char", "end_char"} each, verbatim), its page and how it
     was found. A document holds the facts of its latest facts job only; `position` is the
     field's place in its schema, for showing and exporting fields in order."""

@@ -1,5 +1,5 @@
 """What an answer's support status says to a person: a short label and one sentence, the same
-in the UI and the CLI. (What each status means is decided in pipelines/answer_check.py.)"""
+in the UI and the CLI. (What each status means is decided in pipelines/answer/check.py.)"""
 
 from __future__ import annotations
 

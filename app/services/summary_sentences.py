@@ -1,6 +1,6 @@
 """A summary's sentences as a reader sees them, the same in the UI and the CLI: each with the
 page of the passage it rests on, or why it has none (app may not import pipelines; the statuses
-are decided in pipelines/summary_support.py and stored on Summary.sentence_support)."""
+are decided in pipelines/summary/support.py and stored on Summary.sentence_support)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-HEADER_WINDOW_BYTES = 1024  # as pipelines/parse.py: "%PDF-" may follow a little junk
+HEADER_WINDOW_BYTES = 1024  # as pipelines/ingest/parse.py: "%PDF-" may follow a little junk
 MIB = 1024 * 1024
 
 

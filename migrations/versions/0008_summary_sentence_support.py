@@ -6,7 +6,7 @@ Create Date: 2026-12-02 06:30:00
 
 Summaries gain `sentence_support`: each sentence of the model's summary with its status
 ("supported", "unsupported", "no_evidence"), the document sentences it rests on (quotes, as an
-answer's) and the claims found nowhere in the document (pipelines.summary_support). A plain ADD
+answer's) and the claims found nowhere in the document (pipelines.summary.support). A plain ADD
 COLUMN on both databases; summaries from before hold an empty list and are shown as written.
 """
 

@@ -6,7 +6,7 @@ Create Date: 2026-12-02 19:40:00
 
 Summaries gain `lead`: one line per identifying key fact (a court, the parties, a date, the
 disposition, the governing law), each with the quotes the fact rests on, in the rows
-`sentence_support` holds (pipelines.summary_lead). Kept apart from the model's text: the facts
+`sentence_support` holds (pipelines.summary.lead). Kept apart from the model's text: the facts
 job replaces it when it runs again. A plain ADD COLUMN on both databases; summaries from before
 hold an empty list and are shown as before.
 """

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.ingest.parse import parse_pdf_in_process
+from pipelines.ingest.split import split_into_passages
 from pipelines.inputs import DocumentInput
-from pipelines.parse import parse_pdf_in_process
-from pipelines.split import split_into_passages
 from tests.pipelines import pdf_factory
 from tests.pipelines.echo_model import count_words
 

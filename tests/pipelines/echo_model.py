@@ -114,8 +114,8 @@ def make_document(
 ):
     """A DocumentInput whose passages come from the real splitter, counting words as tokens."""
     from pipelines.documents import PageText
+    from pipelines.ingest.split import split_into_passages
     from pipelines.inputs import DocumentInput
-    from pipelines.split import split_into_passages
 
     pages = tuple(PageText(n, text) for n, text in enumerate(page_texts, start=1))
     passages = split_into_passages(pages, count_tokens=count_words, max_tokens=max_tokens)

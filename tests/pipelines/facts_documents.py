@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.documents import PageText
+from pipelines.ingest.parse import parse_pdf_in_process
+from pipelines.ingest.split import split_into_passages
 from pipelines.inputs import DocumentInput
-from pipelines.parse import parse_pdf_in_process
-from pipelines.split import split_into_passages
 from tests.pipelines import pdf_factory
 from tests.pipelines.echo_model import EchoCompletion, count_words
 

@@ -4,7 +4,7 @@ Each case is the gold list of sentences; the text a segmenter sees is those sent
 `joiner` (a space, or a line break where the sentences sit on separate lines as in parsed PDFs).
 Single line breaks inside a sentence are PDF line wraps. The sentences were written for this set
 in the style of the corpus (contracts, court opinions, drug labels, clinical papers); none is copied
-from a corpus document. Used by tests/pipelines/test_sentences.py and bench/segmenters.py.
+from a corpus document. Used by tests/pipelines/ingest/test_sentences.py and bench/segmenters.py.
 """
 
 from __future__ import annotations
@@ -467,7 +467,7 @@ CASES: tuple[SentenceCase, ...] = (
     ),
 )
 
-# Written after the fixes in pipelines/sentences.py were chosen, and never used to tune them: the
+# Written after the fixes in pipelines/ingest/sentences.py were chosen, and never used to tune them: the
 # honest estimate of accuracy on unseen text.
 HELD_OUT_CASES: tuple[SentenceCase, ...] = (
     _legal(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipelines.model_calls import MIN_REPEATED_SENTENCE_CHARS, drop_repeated_sentences
-from pipelines.summarize import summarize
+from pipelines.summary.summarize import summarize
 from tests.pipelines.echo_model import EchoModel, filler_page, make_document
 
 LOOP = "The Court of Appeals has dismissed a temporary restraining order."

@@ -104,7 +104,7 @@ def test_section_and_combine_prompts_carry_page_labels() -> None:
 
 def test_a_legal_document_s_template_follows_its_key_fact_sub_kind() -> None:
     """One guess of contract vs opinion: the summary template and the key-fact schema agree."""
-    from pipelines.classify import guess_subkind
+    from pipelines.ingest.classify import guess_subkind
     from tests.pipelines.facts_documents import CONTRACT_PAGES, OPINION_PAGES
 
     cases = [(CONTRACT_PAGES, "contract", CONTRACT), (OPINION_PAGES, "opinion", COURT_OPINION)]

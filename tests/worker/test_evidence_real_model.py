@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from engine import EngineConfig, LLMEngine
-from pipelines.answer import answer_question
-from pipelines.answer_check import FALLBACK_STATUSES, quoted_answer
+from pipelines.answer.check import FALLBACK_STATUSES, quoted_answer
+from pipelines.answer.question import answer_question
+from pipelines.answer.support import MISSING, check_support
+from pipelines.ingest.parse import parse_pdf_in_process
+from pipelines.ingest.split import split_into_passages
 from pipelines.inputs import DocumentInput
-from pipelines.parse import parse_pdf_in_process
 from pipelines.repetition import is_looping
-from pipelines.split import split_into_passages
-from pipelines.support import MISSING, check_support
 from tests.pipelines.contract_pdf import contract_pdf
 from tests.worker import celery_support
 from worker.model_adapter import EngineChatModel

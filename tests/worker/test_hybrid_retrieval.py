@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.evidence import DocumentSentences, sentence_evidence
-from pipelines.hybrid import HybridIndex
-from pipelines.retrieve import PassageIndex
-from pipelines.vectors import PassageVectors
+from pipelines.retrieval.bm25 import PassageIndex
+from pipelines.retrieval.evidence import DocumentSentences, sentence_evidence
+from pipelines.retrieval.hybrid import HybridIndex
+from pipelines.retrieval.vectors import PassageVectors
 from tests.pipelines.echo_model import make_document
 from tests.worker.paraphrased_contract import CONTRACT_PAGES, QUESTION
 from worker.vector_store import embed_passages

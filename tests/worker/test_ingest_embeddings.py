@@ -144,7 +144,7 @@ def test_a_failing_embedder_leaves_the_answer_to_bm25(
 
 def _hybrid_ranked_ids(rows, vectors, embedder) -> list[int]:
     from pipelines.documents import Passage as PassageData
-    from pipelines.hybrid import HybridIndex
+    from pipelines.retrieval.hybrid import HybridIndex
 
     passages = [
         PassageData(

@@ -26,8 +26,8 @@ from pathlib import Path
 from sqlalchemy.orm import sessionmaker
 from app.db.session import make_engine
 from pipelines.documents import PageText
-from pipelines.parse import ParseLimits
-from pipelines.split import split_into_passages
+from pipelines.ingest.parse import ParseLimits
+from pipelines.ingest.split import split_into_passages
 from worker.ingest import IngestOptions
 from worker.runner_ingest import ingest_file
 from worker.tokens import token_counter_for

@@ -15,7 +15,7 @@ from app.db.session import make_engine
 from app.migrate import upgrade
 from app.services import jobs
 from engine import EngineConfig, LLMEngine
-from pipelines.summarize import WritingProgress
+from pipelines.summary.summarize import WritingProgress
 from tests.pipelines import pdf_factory
 from tests.worker import celery_support
 from worker import job_progress, runner, runner_ingest

@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import FactSource, JobKind, SupportStatus
 from app.services import facts as fact_service
 from app.services import jobs, results
-from pipelines.answer_facts import fact_answer
-from pipelines.evidence import DocumentSentences
+from pipelines.answer.from_facts import fact_answer
+from pipelines.retrieval.evidence import DocumentSentences
 from tests.pipelines.contract_pdf import contract_document
 from tests.pipelines.echo_model import EchoModel
 from tests.worker.test_runner_evidence import _ingested
@@ -101,7 +101,7 @@ def test_the_answer_job_answers_from_the_stored_governing_law_fact(sessions, tmp
 def test_the_embedder_matches_paraphrases_and_nothing_else(
     tmp_path, embedder, question, field
 ) -> None:
-    from tests.pipelines.test_answer_facts import _facts
+    from tests.pipelines.answer.test_from_facts import _facts
 
     document = contract_document(tmp_path, num_pages=4, law_page=3)
     sentences = DocumentSentences(document.pages)

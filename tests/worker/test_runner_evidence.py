@@ -80,8 +80,8 @@ def test_the_summary_job_stores_every_sentence_with_its_quotes(sessions, tmp_pat
 
 
 def test_the_embedder_supports_a_summary_sentence_that_paraphrases(tmp_path, embedder) -> None:
-    from pipelines.evidence import DocumentSentences
-    from pipelines.summary_support import SUPPORTED, check_summary
+    from pipelines.retrieval.evidence import DocumentSentences
+    from pipelines.summary.support import SUPPORTED, check_summary
     from tests.pipelines.contract_pdf import contract_document
 
     document = contract_document(tmp_path, num_pages=4, law_page=3)

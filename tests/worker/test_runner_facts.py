@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import FactSource, Job, JobKind, JobStatus
 from app.services import facts as fact_service
 from app.services import jobs
-from pipelines.facts_fields import schema_for
+from pipelines.facts.fields import schema_for
 from tests.pipelines import pdf_factory
 from tests.pipelines.facts_documents import CONTRACT_PAGES, ScriptedModel
 from tests.worker import celery_support

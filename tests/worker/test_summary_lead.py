@@ -1,4 +1,4 @@
-"""A summary leads with the document's key facts (pipelines.summary_lead, stored on Summary.lead):
+"""A summary leads with the document's key facts (pipelines.summary.lead, stored on Summary.lead):
 set when the summary is saved after its facts, and set or replaced whenever the facts job saves,
 whichever of the two jobs ends first (worker/runner.py and runner_facts.py, the real database)."""
 

@@ -1,0 +1,241 @@
+"""Answer a question across a collection from the passages that match it best, citing each
+document and page as "[Master Services Agreement, p. 14]".
+
+The caller ranks passages across the collection (the database's full text fused with embeddings:
+pipelines.retrieval.library_ranking) and hands over the best ones with their documents. From each document
+the sentences that match the question best are quoted (pipelines.retrieval.evidence); the prompt holds the
+passages, document by document under page markers naming the document, then the quotes, then the
+question. The answer is checked as for one document (pipelines.answer.check's statuses): kept
+when every date, number, amount, place and name it states is in the quotes or the documents,
+else the best quote stands in its place. Citations are the model's when they name a document
+and page it was given; else the quotes' documents and pages, in a "Sources:" line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.answer.check import NO_ANSWER, QUOTED, SUPPORTED, UNCHECKED, UNSUPPORTED
+from pipelines.answer.support import check_support
+from pipelines.citations import remove_citations
+from pipelines.collection.sources import (
+    CitedPage,
+    SourceDocument,
+    SourceQuote,
+    cite,
+    label_markers,
+    pages_of,
+    parse_source_citations,
+    remove_source_citations,
+    sources_line,
+)
+from pipelines.documents import Passage
+from pipelines.errors import ContextTooSmallError
+from pipelines.model_calls import CallLog, fits
+from pipelines.prompts import TASK_SEPARATOR, render_passages
+from pipelines.protocols import ChatModel, Embedder
+from pipelines.repetition import before_loop
+from pipelines.retrieval.evidence import sentence_evidence
+from pipelines.sections import passage_cost
+
+logger = logging.getLogger(__name__)
+
+QUOTES_PER_DOCUMENT = 2
+# The prompt's size at most, whatever the model's context: on a CPU prefill dominates (7,000
+# tokens took 113 s with the default model on a loaded 2-core machine), and eight or so passages
+# of several documents are what a small model can use.
+MAX_PROMPT_TOKENS = 3072
+MAX_QUOTES = 6
+SYSTEM_PROMPT = (
+    "You are LongDoc, a careful assistant for legal and medical documents. "
+    "Use only facts stated in the documents you are given. "
+    "Each page of text starts with a marker naming its document and page, such as "
+    "[Master Services Agreement, p. 14]; cite the pages you use in that form."
+)
+INSTRUCTIONS = (
+    "Answer the question below in a few sentences, using only these quotes and the documents "
+    "above, and cite every document and page you used in the same form as the quotes."
+)
+NOT_STATED = "If they do not say, answer that the documents do not say."
+NO_ANSWER_TEXT = "No document of this collection seems to answer this: no passage matches it."
+
+
+@dataclass(frozen=True)
+class RankedPassage:
+    document_id: int
+    passage: Passage
+    score: float
+
+
+@dataclass(frozen=True)
+class CollectionResult:
+    text: str
+    mode: str  # "retrieval" | "per_document"
+    citations: list[CitedPage]
+    quotes: list[SourceQuote]
+    support: str | None
+    stats: dict[str, Any]
+    rows: list = field(default_factory=list)  # pipelines.collection.table.DocumentRow
+    model_text: str | None = None
+
+
+def answer_across(
+    question: str,
+    ranked: Sequence[RankedPassage],
+    documents: dict[int, SourceDocument],
+    model: ChatModel,
+    *,
+    max_new_tokens: int = 256,
+    embedder: Embedder | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+) -> CollectionResult:
+    """Answer from `ranked` (best first, across documents; each passage's document is in
+    `documents`), in a prompt of at most `max_prompt_tokens`. See the module docstring."""
+    if not question.strip():
+        raise ValueError("the question is empty")
+    ranked = [r for r in ranked if r.document_id in documents]
+    if not ranked:
+        return CollectionResult(NO_ANSWER_TEXT, "retrieval", [], [], NO_ANSWER, {"num_calls": 0})
+    quotes = _quotes(question, ranked, documents, embedder)
+    chosen, messages = _prompt(
+        question, ranked, documents, quotes, model, max_new_tokens, max_prompt_tokens
+    )
+    calls = CallLog(model)
+    raw = calls.run("answer", messages, max_new_tokens=max_new_tokens, on_progress=on_progress)
+    allowed = _allowed_pages(chosen, documents)
+    status, text, model_text, cited, num_invalid, source = _judge(
+        raw, quotes, chosen, documents, allowed
+    )
+    stats = calls.stats()
+    stats |= {
+        "support": status,
+        "citation_source": source,
+        "num_invalid_citations": num_invalid,
+        "num_passages_in_prompt": len(chosen),
+        "num_documents_in_prompt": len({r.document_id for r in chosen}),
+        "num_quotes": len(quotes),
+    }
+    logger.info(
+        "collection answer done: support=%s documents=%d citations=%d",
+        status, stats["num_documents_in_prompt"], len(cited),
+    )  # fmt: skip
+    return CollectionResult(text, "retrieval", cited, quotes, status, stats, model_text=model_text)
+
+
+def _quotes(question, ranked, documents, embedder) -> list[SourceQuote]:
+    """The best sentences of each document's ranked passages, documents in rank order."""
+    by_document: dict[int, list[tuple[Passage, float]]] = {}
+    for r in ranked:
+        by_document.setdefault(r.document_id, []).append((r.passage, r.score))
+    quotes = []
+    for document_id, passages in by_document.items():
+        source = documents[document_id]
+        found = sentence_evidence(
+            passages, question, source.sentences, k=QUOTES_PER_DOCUMENT, embedder=embedder
+        )
+        quotes += [SourceQuote(document_id, source.label, evidence) for evidence in found]
+    return quotes[:MAX_QUOTES]
+
+
+def quote_lines(quotes: Sequence[SourceQuote]) -> str:
+    return "\n".join(
+        f'{cite(q.label, q.evidence.page)} "{" ".join(q.evidence.text.split())}"' for q in quotes
+    )
+
+
+def _messages(body: str, quotes: Sequence[SourceQuote], question: str) -> list[dict[str, str]]:
+    listed = quote_lines(quotes) or "(No sentence of the documents shares a word with it.)"
+    task = (
+        f"Sentences quoted from the documents that bear on the question:\n{listed}\n\n"
+        f"{INSTRUCTIONS} {NOT_STATED}\nQuestion: {question.strip()}"
+    )
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": body + TASK_SEPARATOR + task},
+    ]
+
+
+def _body(chosen: Sequence[RankedPassage], documents: dict[int, SourceDocument]) -> str:
+    """Each document's chosen passages under its name, documents in rank order."""
+    order: dict[int, list[Passage]] = {}
+    for r in chosen:
+        order.setdefault(r.document_id, []).append(r.passage)
+    blocks = []
+    for document_id, passages in order.items():
+        source = documents[document_id]
+        rendered = render_passages(source.document.pages, passages)
+        blocks.append(f"Document: {source.label}\n\n{label_markers(rendered, source.label)}")
+    return "\n\n".join(blocks)
+
+
+def _prompt(question, ranked, documents, quotes, model, max_new_tokens, max_prompt_tokens):
+    """As many of the best passages as fit with the quotes and the question, and the prompt."""
+    empty = _messages("", quotes, question)
+    context = min(model.max_context_tokens - max_new_tokens, max_prompt_tokens)
+    budget = context - model.count_chat_tokens(empty)
+    chosen, used = [], 0
+    for r in ranked:
+        cost = passage_cost(r.passage) + 16  # its document's heading and marker
+        if used + cost > budget:
+            break
+        chosen.append(r)
+        used += cost
+    while chosen:
+        messages = _messages(_body(chosen, documents), quotes, question)
+        if fits(model, messages, max_new_tokens) and (
+            len(chosen) == 1 or model.count_chat_tokens(messages) <= max_prompt_tokens
+        ):
+            return chosen, messages
+        chosen = chosen[:-1]
+    raise ContextTooSmallError(
+        f"The model's context of {model.max_context_tokens} tokens cannot hold even one passage "
+        "with the question and room for the answer."
+    )
+
+
+def _allowed_pages(chosen, documents) -> dict[str, tuple[int, set[int]]]:
+    allowed: dict[str, tuple[int, set[int]]] = {}
+    for r in chosen:
+        label = documents[r.document_id].label
+        allowed.setdefault(label, (r.document_id, set()))[1].update(pages_of(r.passage))
+    return allowed
+
+
+def _judge(raw, quotes, chosen, documents, allowed):
+    """(status, text, model text kept beside a fallback, citations, invalid count, source)."""
+    usable = before_loop(raw.strip()).strip()
+    texts = {r.document_id: documents[r.document_id].sentences.text for r in chosen}
+    quote_texts = [q.evidence.text for q in quotes]
+    if usable:
+        claims_text = remove_citations(remove_source_citations(usable))
+        check = check_support(claims_text, quote_texts, "\n\n".join(texts.values()))
+        if check.is_supported:
+            status = SUPPORTED if check.num_claims else UNCHECKED
+            cited, num_invalid = parse_source_citations(usable, allowed)
+            if cited:
+                return status, usable, None, cited, num_invalid, "model"
+            cited = _quote_pages(quotes)
+            text = f"{usable}\n\n{sources_line(cited)}" if cited else usable
+            return status, text, None, cited, num_invalid, "quotes"
+        status = UNSUPPORTED
+    else:
+        status = QUOTED
+    if not quotes:
+        return NO_ANSWER, NO_ANSWER_TEXT, raw or None, [], 0, "none"
+    best = quotes[0]
+    text = f'"{" ".join(best.evidence.text.split())}" (quoted from {cite(best.label, best.evidence.page)})'
+    cited = [CitedPage(best.document_id, best.label, best.evidence.page)]
+    return status, text, raw or None, cited, 0, "quote"
+
+
+def _quote_pages(quotes: Sequence[SourceQuote]) -> list[CitedPage]:
+    cited: list[CitedPage] = []
+    for q in quotes:
+        page = CitedPage(q.document_id, q.label, q.evidence.page)
+        if page not in cited:
+            cited.append(page)
+    return cited

@@ -1,0 +1,74 @@
+"""What a question asks for, read from its wording, and whether a text states it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.answer.asked import (
+    AMOUNT,
+    DATE,
+    NAMES,
+    PERIOD,
+    PLACE,
+    asked_kind,
+    holding_first,
+    holds,
+)
+from pipelines.retrieval.evidence import Evidence
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Which state's or country's law governs this agreement?", PLACE),
+        ("Under which law is the agreement governed?", PLACE),
+        ("What is the governing law?", PLACE),
+        ("On what date was this agreement made?", DATE),
+        ("What is the effective date?", DATE),
+        ("When was the agreement signed?", DATE),
+        ("How long is the initial term?", PERIOD),
+        ("What is the notice period to terminate renewal?", PERIOD),
+        ("How much is the license fee?", AMOUNT),
+        ("What is the recommended dose?", AMOUNT),
+        ("Who are the parties to this agreement?", NAMES),
+        ("Which court decided the case?", NAMES),
+        # Kinds that cannot be read from the wording: any answer will do.
+        ("When can the agreement be terminated?", None),
+        ("What does the law say about refunds?", None),
+        ("Why did the court reverse?", None),
+        ("What are the obligations of the parties?", None),
+        ("What is the boxed warning?", None),
+    ],
+)
+def test_the_kind_asked_for_is_read_from_ordinary_question_forms(question, kind) -> None:
+    assert asked_kind(question) == kind
+
+
+def test_holds_finds_each_kind_and_ignores_lookalikes() -> None:
+    assert holds("It is governed by the laws of the State of Ohio.", PLACE)
+    assert not holds("It is governed by the laws of the state.", PLACE)
+    assert holds("Signed on 19 December 2018.", DATE) and not holds("Signed today.", DATE)
+    assert holds("within thirty (30) days", PERIOD) and not holds(
+        "within a reasonable time", PERIOD
+    )
+    assert holds("a fee of $5,000", AMOUNT) and not holds("on March 3, 2021", AMOUNT)
+    assert holds("between Acme Corp. and Beta Capital LLC", NAMES)
+    assert holds("anything at all", None)
+
+
+def _quote(text: str, score: float) -> Evidence:
+    return Evidence(
+        text=text, page=1, passage_ordinal=0, start_char=0, end_char=len(text), score=score
+    )
+
+
+def test_quotes_that_state_the_kind_come_first_each_group_in_its_order() -> None:
+    quotes = [
+        _quote("The law of the land applies.", 3.0),
+        _quote("Ohio law governs this Agreement.", 2.0),
+        _quote("The parties agree on the law.", 1.5),
+        _quote("A Delaware corporation signs.", 1.0),
+    ]
+    ordered = holding_first(quotes, PLACE)
+    assert [q.score for q in ordered] == [2.0, 1.0, 3.0, 1.5]
+    assert holding_first(quotes, None) == quotes
