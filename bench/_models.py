@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from worker.kernel_build import put_ninja_on_path
+from worker.model.kernel_build import put_ninja_on_path
 
 # The engines built here may run the CPU attention kernel, which torch builds with ninja from
 # PATH: as the worker does, add the ninja wheel's folder when PATH has none.

@@ -1,5 +1,5 @@
 """A question across a collection of 50 generated contracts, on the CPU with the default model,
-through the real job (worker/runner_collection.py): the per-document table (50 prompts in one
+through the real job (worker/jobs/collection.py): the per-document table (50 prompts in one
 batched engine call) and the answer from the best passages across them.
 
     PYTHONPATH=. .venv/bin/python bench/collection_question.py [--documents 50] [--out DIR]
@@ -35,11 +35,11 @@ from engine import EngineConfig, LLMEngine  # noqa: E402
 from engine.gguf_convert import convert_gguf, ensure_tokenizer  # noqa: E402
 from pipelines.documents import PageText  # noqa: E402
 from pipelines.ingest.split import split_into_passages  # noqa: E402
-from worker.kernel_build import put_ninja_on_path  # noqa: E402
-from worker.model_adapter import EngineChatModel  # noqa: E402
-from worker.model_source import find_default_gguf  # noqa: E402
-from worker.runner_collection import run_collection_answer  # noqa: E402
-from worker.tokens import token_counter_for  # noqa: E402
+from worker.jobs.collection import run_collection_answer  # noqa: E402
+from worker.model.adapter import EngineChatModel  # noqa: E402
+from worker.model.kernel_build import put_ninja_on_path  # noqa: E402
+from worker.model.source import find_default_gguf  # noqa: E402
+from worker.model.tokens import token_counter_for  # noqa: E402
 
 SEED = 50
 STATES = ["Ohio", "Vermont", "Texas", "Oregon", "Maine", "Nevada", "Utah", "Iowa"]
@@ -219,7 +219,7 @@ def main() -> None:
         "",
         f"`bench/collection_question.py`, {results['date']}, {results['machine']}; "
         f"{results['model']}; {args.documents} generated contracts of 8 pages. Target: "
-        "<= 120 s. The whole job (worker/runner_collection.py), timed from start to saved answer.",
+        "<= 120 s. The whole job (worker/jobs/collection.py), timed from start to saved answer.",
         "",
         "| mode | question | seconds | reading (s) | prefill (s) | decode (s) | status | rows | "
         "citations | prompt tokens | prompts |",

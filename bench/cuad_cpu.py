@@ -5,8 +5,8 @@ reuse on documents that fit the context, all through the worker's own code in on
                                         [--cache-dir /tmp/longdoc-model-cache]
 
 A temporary LONGDOC_DATA_DIR gets a migrated SQLite database; documents go in, and summaries and
-answers come out, through worker.runner (run_ingest, run_summary, run_answer) with job rows, as a
-worker would run them, and the default model (SmolLM2-135M-Instruct) from worker.engine_holder.
+answers come out, through worker.jobs.runner (run_ingest, run_summary, run_answer) with job rows, as a
+worker would run them, and the default model (SmolLM2-135M-Instruct) from worker.model.engine_holder.
 The model cache dir persists between runs so the GGUF is converted once.
 
 Prefix reuse: two different questions in a row about a document that fits the context, first on
@@ -111,7 +111,7 @@ class Bench:
         os.environ["LONGDOC_ENGINE_DEVICE"] = "cpu"
         from app import migrate
         from worker import resources
-        from worker.ingest import IngestOptions
+        from worker.ingest.store import IngestOptions
 
         self.corpus = corpus
         self.settings = resources.settings()
@@ -122,7 +122,8 @@ class Bench:
 
     def ingest(self, relative: str) -> dict[str, Any]:
         from app.services import documents, jobs
-        from worker import runner, runner_ingest
+        from worker.jobs import ingest as runner_ingest
+        from worker.jobs import runner
 
         path = self.corpus / relative
         with self.sessions() as session:
@@ -177,7 +178,7 @@ class Bench:
         from app.db.models import JobKind
         from app.services import results
         from pipelines.citations import parse_citations
-        from worker import runner
+        from worker.jobs import runner
 
         job_id, timing = self._run(
             JobKind.SUMMARIZE, document_id, {}, runner.run_summary, model_factory, max_new
@@ -205,7 +206,7 @@ class Bench:
         from app.db.models import JobKind
         from app.services import results
         from pipelines.citations import parse_citations
-        from worker import runner
+        from worker.jobs import runner
 
         params = {"question": question}
         job_id, timing = self._run(
@@ -247,9 +248,9 @@ class Bench:
 def _control_factory(settings):
     """The worker's engine config with the prefix cache off: the baseline for reuse."""
     from engine import LLMEngine
-    from worker.engine_holder import engine_config
-    from worker.kernel_build import put_ninja_on_path
-    from worker.model_adapter import EngineChatModel
+    from worker.model.adapter import EngineChatModel
+    from worker.model.engine_holder import engine_config
+    from worker.model.kernel_build import put_ninja_on_path
 
     model = None
 
@@ -265,7 +266,7 @@ def _control_factory(settings):
 
 
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
-    from worker import engine_holder
+    from worker.model import engine_holder
 
     report: dict[str, Any] = {"machine": _machine()}
     cache_was_empty = not any(args.cache_dir.glob("*/*.safetensors"))

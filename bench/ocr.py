@@ -114,10 +114,10 @@ def corpus_ingest(corpus: Path, *, ocr: bool) -> dict:
     from app.db.session import make_engine, session_factory
     from pipelines.ingest.page_sources import SourceOptions
     from pipelines.ingest.parse import ParseLimits
-    from worker.ingest import STORED, IngestOptions
-    from worker.model_source import find_default_gguf
-    from worker.runner_ingest import ingest_file
-    from worker.tokens import token_counter_for
+    from worker.ingest.store import STORED, IngestOptions
+    from worker.jobs.ingest import ingest_file
+    from worker.model.source import find_default_gguf
+    from worker.model.tokens import token_counter_for
 
     files = sorted(p for name in FOLDERS for p in (corpus / name).glob("*.pdf"))
     with tempfile.TemporaryDirectory() as scratch:

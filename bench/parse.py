@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 from pipelines.errors import DocumentError  # noqa: E402
 from pipelines.ingest.parse import ParseLimits, parse_pdf, parse_pdf_in_process  # noqa: E402
 from pipelines.ingest.split import split_into_passages  # noqa: E402
-from worker.model_source import find_default_gguf  # noqa: E402
-from worker.tokens import token_counter_for  # noqa: E402
+from worker.model.source import find_default_gguf  # noqa: E402
+from worker.model.tokens import token_counter_for  # noqa: E402
 
 FOLDERS = ("legal", "medical", "edge", "edge_extra")
 NUM_CHILD_SAMPLES = 8

@@ -6,8 +6,8 @@ expert labels (cuad_train_metadata.json), and repeated phrases counted.
         [--corpus ../shared/corpus] [--out bench/results] [--cache-dir /tmp/longdoc-model-cache]
 
 Everything goes through the worker's own job code in one process, as a worker runs it:
-worker.runner_ingest.run_ingest, worker.runner.run_answer, run_summary and worker.runner_facts.run_facts on job rows
-in a fresh temporary SQLite database, the model from worker.engine_holder. So it measures
+worker.jobs.ingest.run_ingest, worker.jobs.runner.run_answer, run_summary and worker.jobs.facts.run_facts on job rows
+in a fresh temporary SQLite database, the model from worker.model.engine_holder. So it measures
 whatever answer and summary pipeline the checkout has.
 
 Scores (contracts): governing law named with its labelled clause on a cited page, by the
@@ -92,7 +92,7 @@ class Harness:
         os.environ.setdefault("LONGDOC_ENGINE_DEVICE", "cpu")
         from app import migrate
         from worker import resources
-        from worker.ingest import IngestOptions
+        from worker.ingest.store import IngestOptions
 
         self.settings = resources.settings()
         migrate.upgrade(self.settings.database_url)
@@ -103,7 +103,7 @@ class Harness:
         self.embedder = resources.embedder()
 
     def model(self):
-        from worker import engine_holder
+        from worker.model import engine_holder
 
         return engine_holder.get_chat_model(self.settings)
 
@@ -142,7 +142,7 @@ class Harness:
 
     def ingest(self, path: Path) -> dict[str, Any]:
         from app.services import documents, jobs
-        from worker import runner_ingest
+        from worker.jobs import ingest as runner_ingest
 
         stored = documents.store_file(
             files_dir=self.settings.files_dir,
@@ -175,7 +175,7 @@ class Harness:
         from app.db.models import JobKind
         from app.services import facts as fact_service
         from app.services import jobs
-        from worker import runner_facts
+        from worker.jobs import facts as runner_facts
 
         job_id, seconds = self._run(runner_facts.run_facts, JobKind.FACTS, document_id, "facts")
         with self.sessions() as session:
@@ -202,7 +202,7 @@ class Harness:
     def answer(self, document_id: int, question: str, max_new_tokens: int) -> dict[str, Any]:
         from app.db.models import JobKind
         from app.services import results
-        from worker import runner
+        from worker.jobs import runner
 
         job_id, seconds = self._run(
             runner.run_answer,
@@ -231,7 +231,7 @@ class Harness:
     def summary(self, document_id: int, max_new_tokens: int) -> dict[str, Any]:
         from app.db.models import JobKind
         from app.services import results
-        from worker import runner
+        from worker.jobs import runner
 
         job_id, seconds = self._run(
             runner.run_summary,

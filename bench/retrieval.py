@@ -41,8 +41,8 @@ from pipelines.retrieval.bm25 import PassageIndex  # noqa: E402
 from pipelines.retrieval.evidence import DocumentSentences, sentence_evidence  # noqa: E402
 from pipelines.retrieval.hybrid import Fusion, HybridIndex, fuse  # noqa: E402
 from pipelines.retrieval.vectors import PassageVectors, passage_segments  # noqa: E402
-from worker.model_source import find_default_gguf  # noqa: E402
-from worker.tokens import token_counter_for  # noqa: E402
+from worker.model.source import find_default_gguf  # noqa: E402
+from worker.model.tokens import token_counter_for  # noqa: E402
 
 # One generic question per CUAD field: the same words for every contract.
 QUESTIONS = {

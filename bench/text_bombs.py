@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/text_bombs.py [--out bench/results] [--only NAME ...]
 
-Each case is a generated PDF ingested by `worker.runner_ingest.ingest_file` (parse child, split,
+Each case is a generated PDF ingested by `worker.jobs.ingest.ingest_file` (parse child, split,
 token count, store into a fresh SQLite database) in a fresh process, which reports its own peak
 resident memory (ru_maxrss), its memory after start-up (imports, tokenizer, one warm-up split:
 what every `longdoc ingest` holds before the first file) and the parse child's peak. Cases: the
@@ -117,10 +117,10 @@ def run_one(name: str, folder: Path) -> dict:
     from pipelines.documents import PageText
     from pipelines.ingest.split import split_into_passages
     from tests.pipelines import pdf_factory
-    from worker.ingest import IngestOptions
-    from worker.model_source import find_default_gguf
-    from worker.runner_ingest import ingest_file
-    from worker.tokens import token_counter_for
+    from worker.ingest.store import IngestOptions
+    from worker.jobs.ingest import ingest_file
+    from worker.model.source import find_default_gguf
+    from worker.model.tokens import token_counter_for
 
     _, spec = CASES[name]
     spec = dict(spec)
@@ -176,7 +176,7 @@ def _report(rows: list[dict]) -> str:
         f"{platform.python_version()}, pypdf {version('pypdf')}, tokenizers "
         f"{version('tokenizers')}. Default caps: 100,000 characters a page, 10,000,000 a "
         "document, parse child 120 s and 2048 MB. Each case in a fresh process through "
-        "`worker.runner_ingest.ingest_file`. Produced by `bench/text_bombs.py`.",
+        "`worker.jobs.ingest.ingest_file`. Produced by `bench/text_bombs.py`.",
         "",
         "Start-up memory is what the process holds before the file (imports, torch included, the "
         "tokenizer, one warm-up split); the parent's growth is its peak minus that.",
@@ -199,7 +199,7 @@ def _report(rows: list[dict]) -> str:
         "Before the caps (issue 15, same shapes): the 74 KB two-page stream gave 40 MB of text and "
         "the parent needed more than 6 GB to split and count it (under a 6 GB cap `longdoc "
         "ingest` died of a Rust out-of-memory abort, the job left running); the 500,000-operator "
-        "file parsed for 116 s of the 120 s cap at 1.5 GB. tests/worker/test_ingest_memory.py "
+        "file parsed for 116 s of the 120 s cap at 1.5 GB. tests/worker/ingest/test_ingest_memory.py "
         "runs a 10 M-character bomb and 1.6 M characters of four-character sentences with the "
         "parent's address space capped 1 GiB and 512 MiB above its start-up size: both passed "
         "after the change; before it, the first died of the same abort (SIGABRT) and the second "

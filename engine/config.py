@@ -15,7 +15,7 @@ MiB = 1024 * 1024
 DEVICES_HELP = '"auto", "cpu", "cuda" or "cuda:N"'
 # The engine's one list of each choice; engine/attention selects among ATTENTION_BACKENDS (in
 # the order "auto" prefers them). app/settings.py repeats the three as Literals, since app imports
-# no engine; tests/worker/test_engine_holder.py holds the two to the same names.
+# no engine; tests/worker/model/test_engine_holder.py holds the two to the same names.
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION_BACKENDS = ("auto", "flash_attn", "cudnn", "flex", "cpu_flash", "sdpa")
 OOM_POLICIES = ("truncate", "cpu", "fail")

@@ -5,7 +5,7 @@ sub-kind, the genre inside the kind, is guessed from its words whenever it is ne
 the key-fact schema (pipelines/facts/fields.py) and, for a legal document, the summary template
 (pipelines/prompts.py), so the two always agree. app/db/models.py's DocumentKind names the same
 kinds for the database (app and the pipelines import nothing of each other);
-tests/worker/test_document_inputs.py keeps the two equal.
+tests/worker/jobs/test_document_inputs.py keeps the two equal.
 """
 
 from __future__ import annotations

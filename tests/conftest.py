@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from app.db.session import make_engine, session_factory
 from app.migrate import upgrade
-from worker.kernel_build import put_ninja_on_path
+from worker.model.kernel_build import put_ninja_on_path
 
-# The CLI's rich console fixes its width from COLUMNS when app.cli is first imported; the caller's
+# The CLI's rich console fixes its width from COLUMNS when worker.cli.common is first imported; the caller's
 # terminal (CI exports COLUMNS=80) must not decide how the tests' tables wrap. Tests that need a
 # width set it themselves, at run time.
 for _name in ("COLUMNS", "LINES"):

@@ -3,7 +3,7 @@
 Settings and why:
 - acks_late + reject_on_worker_lost: a task is acknowledged only when it has finished, and a
   pool child that dies mid-task (SIGKILL, OOM killer) puts it back on the queue. Tasks are
-  idempotent (worker/runner.py), so running one again is safe.
+  idempotent (worker/jobs/runner.py), so running one again is safe.
 - prefetch multiplier 1: a worker holds one task beyond what it runs, so a question queued
   behind a 40-minute summary is not stuck in a busy worker's buffer.
 - visibility timeout (Redis) longer than the longest task: else Redis hands a running summary to
@@ -61,7 +61,7 @@ SOFT_LIMIT_MARGIN_S = 60.0
 def broker_redelivers(settings: Settings) -> bool:
     """Whether the broker itself gives back tasks of a worker that died (Redis: after the
     visibility timeout; AMQP: when the connection drops). kombu's virtual transports that keep
-    messages in files or SQL tables do not (see worker/recovery.py)."""
+    messages in files or SQL tables do not (see worker/jobs/recovery.py)."""
     return broker_url(settings).startswith(("redis", "rediss", "amqp", "pyamqp", "sentinel"))
 
 

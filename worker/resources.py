@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.session import make_engine
 from app.settings import Settings, get_settings
-from worker.embedder import SharedEmbedder, TransformerEmbedder
-from worker.model_source import resolve_model_path
-from worker.tokens import TokenizerCounter, token_counter_for
+from worker.model.embedder import SharedEmbedder, TransformerEmbedder
+from worker.model.source import resolve_model_path
+from worker.model.tokens import TokenizerCounter, token_counter_for
 
 _lock = threading.Lock()
 _engine: Engine | None = None

@@ -16,8 +16,8 @@ from app.db.models import JobKind
 from app.services import jobs, results
 from app.settings import Settings
 
-# Re-exported: the inbox scan lives in worker/inbox.py.
-from worker.inbox import scan_inbox as scan_inbox
+# Re-exported: the inbox scan lives in worker/ingest/inbox.py.
+from worker.ingest.inbox import scan_inbox as scan_inbox
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Each task re-reads its job row, so it runs the same when delivered twice. Database errors are
 retried with backoff; everything else is recorded on the job by the runner. The job tasks share
-the base worker/poison.py's JobTask: a job whose worker died under it N times is failed, and a
+the base worker/jobs/poison.py's JobTask: a job whose worker died under it N times is failed, and a
 task Celery gives up on still ends its job.
 """
 
@@ -21,16 +21,7 @@ from app import metrics, metrics_export
 from app.db.models import JobKind
 from app.services import dispatch, jobs
 from app.services.dispatch import TASK_FACTS
-from worker import (
-    engine_holder,
-    resources,
-    runner,
-    runner_collection,
-    runner_facts,
-    runner_ingest,
-    schedule,
-)
-from worker.batch_slots import BatchJobTask
+from worker import resources, schedule
 from worker.celery_app import (
     QUEUE_FOR_TASK,
     TASK_ANSWER,
@@ -43,10 +34,16 @@ from worker.celery_app import (
     broker_redelivers,
     send_job,
 )
-from worker.ingest import IngestOptions
-from worker.model_adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
-from worker.poison import JobTask
-from worker.recovery import fail_jobs_of_dead_processes, orphaned_jobs, prune_processed
+from worker.ingest.store import IngestOptions
+from worker.jobs import collection as runner_collection
+from worker.jobs import facts as runner_facts
+from worker.jobs import ingest as runner_ingest
+from worker.jobs import runner
+from worker.jobs.batch_slots import BatchJobTask
+from worker.jobs.poison import JobTask
+from worker.jobs.recovery import fail_jobs_of_dead_processes, orphaned_jobs, prune_processed
+from worker.model import engine_holder
+from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 
 logger = logging.getLogger(__name__)
 

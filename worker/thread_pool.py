@@ -5,7 +5,7 @@ to terminate each running task. Celery's threads pool cannot (a thread cannot be
 outside) and raises NotImplementedError, which the worker prints as a traceback in the middle of
 stopping. Nothing is lost either way: the task's message was not acknowledged (acks_late), the
 worker gives it back to the broker as it exits, and the job runs again on the next start
-(worker/recovery.py). This pool says so in the log instead of raising.
+(worker/jobs/recovery.py). This pool says so in the log instead of raising.
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ class Job(Base):
     # The CLI process that runs this job itself (`longdoc ingest`); None: the workers run it.
     owner_host: Mapped[str | None] = mapped_column(String(255))
     owner_pid: Mapped[int | None] = mapped_column(Integer)
-    # Task runs that started and never ended: their worker died (worker/poison.py).
+    # Task runs that started and never ended: their worker died (worker/jobs/poison.py).
     num_unfinished_runs: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # A question across a collection (document_id is then None): deleting the collection
     # deletes the job, whose params hold the question.
@@ -396,7 +396,7 @@ class CollectionDocument(Base):
 
 
 class CollectionAnswer(Base):
-    """The answer to a question across a collection (worker/runner_collection.py).
+    """The answer to a question across a collection (worker/jobs/collection.py).
 
     `citations`: [{"document_id", "title", "page"}]; `quotes`: as Answer.quotes, each with its
     "document_id" and "title"; `rows`: the per-document table of a question about every document,

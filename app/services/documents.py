@@ -63,7 +63,7 @@ class NewPassage:
     end_char: int
     text: str
     num_tokens: int
-    embedding: bytes | None = None  # its sentences' vectors as bytes (worker/vector_store.py)
+    embedding: bytes | None = None  # its sentences' vectors as bytes (worker/model/vector_store.py)
     embedding_model: str | None = None
 
 
@@ -123,7 +123,7 @@ def store_document(*, session: Session, new: NewDocument) -> Document:
             )
             for page in new.pages
         ],
-        # NewPassage's fields are the row's columns (worker/passage_rows.py maps the pipelines').
+        # NewPassage's fields are the row's columns (worker/ingest/passage_rows.py maps the pipelines').
         passages=[Passage(**dataclasses.asdict(p)) for p in new.passages],
     )
     try:

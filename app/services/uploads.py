@@ -76,11 +76,11 @@ def queue_upload(
         path=str(stored),
         source="upload",
         kind=None if kind == "auto" else kind,
-        # The worker reads it from the job (worker/runner_ingest.py); only encrypted files get it.
+        # The worker reads it from the job (worker/jobs/ingest.py); only encrypted files get it.
         password=password if check.is_encrypted and password else None,
         then_summarize=summarize,
-        then_facts=True,  # key facts right after ingest (worker/runner_facts.py)
-        collection_id=collection_id,  # joined once stored (worker/runner_ingest.py)
+        then_facts=True,  # key facts right after ingest (worker/jobs/facts.py)
+        collection_id=collection_id,  # joined once stored (worker/jobs/ingest.py)
     )
     job = jobs.create_ingest_job(session=session, params=params)
     dispatch.queue_job(settings=settings, session=session, job=job)

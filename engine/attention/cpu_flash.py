@@ -43,7 +43,7 @@ def load_cpu_flash() -> ModuleType | None:
     built or the CPU lacks AVX-512. Loads once per process. The first build takes ~20 s (a C++
     compiler, and the `ninja` executable on PATH, are needed each time: torch runs ninja to
     check the cached binary); torch keeps the binary in its extensions folder. The engine
-    leaves PATH to its caller (worker/kernel_build.py puts the ninja wheel's folder there)."""
+    leaves PATH to its caller (worker/model/kernel_build.py puts the ninja wheel's folder there)."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability != "AVX512":
         logger.debug("CPU flash attention off: CPU capability %s, not AVX512", capability)

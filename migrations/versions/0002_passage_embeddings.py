@@ -5,7 +5,7 @@ Revises: 0001
 Create Date: 2026-12-01 18:10:00
 
 Both columns are nullable: documents ingested before this migration have no vectors until the
-first answer or summary job computes them (worker/vector_store.py). The value is the vectors of
+first answer or summary job computes them (worker/model/vector_store.py). The value is the vectors of
 the passage's sentences, float16, row after row; written and read by the worker only.
 """
 

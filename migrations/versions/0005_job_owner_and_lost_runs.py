@@ -6,8 +6,8 @@ Create Date: 2026-12-01 18:00:00
 
 owner_host and owner_pid name the CLI process that runs an ingest itself (`longdoc ingest`);
 NULL for jobs the workers run, so the restart sweep re-queues only those
-(worker/recovery.py). num_unfinished_runs counts the task runs of a job that started and never
-ended, because the worker process died under them (worker/poison.py fails the job after
+(worker/jobs/recovery.py). num_unfinished_runs counts the task runs of a job that started and never
+ended, because the worker process died under them (worker/jobs/poison.py fails the job after
 LONGDOC_MAX_WORKER_DEATHS of them).
 """
 

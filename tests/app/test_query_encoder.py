@@ -28,7 +28,7 @@ def encoder() -> QueryEncoder:
 
 
 def test_the_same_vectors_as_the_worker_embedder(encoder: QueryEncoder) -> None:
-    from worker.embedder import load_embedder
+    from worker.model.embedder import load_embedder
 
     ours = encoder.embed(TEXTS)
     theirs = load_embedder(device="cpu").embed(TEXTS)

@@ -13,7 +13,7 @@ from app.services import documents
 from app.services.search import search_passages
 from app.services.search_fusion import fuse_with_embeddings
 from tests.app.library_rows import FILLER, store
-from worker.vector_store import embed_passages, to_bytes
+from worker.model.vector_store import embed_passages, to_bytes
 
 WORDY = (
     "Assignment of the lease: the lease and the lease term are described in the lease schedule; "

@@ -277,7 +277,7 @@ def test_paged_decode_matches_sdpa_per_row_with_shuffled_blocks_and_padding() ->
 @without_the_kernel
 def test_the_build_sees_the_caller_s_path_and_leaves_it_alone(tmp_path) -> None:
     """The engine reads and writes no environment: PATH is its caller's (the worker's,
-    worker/kernel_build.py), even during the build. Without ninja there, loading gives None."""
+    worker/model/kernel_build.py), even during the build. Without ninja there, loading gives None."""
     import os
     import subprocess
     import sys

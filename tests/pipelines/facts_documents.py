@@ -3,7 +3,7 @@
 The contract and the opinion are invented (no real party, court or case); each fact sits on a
 page the tests name. `ScriptedModel` answers each field's question with what a test gives it,
 as a small model might (right, wrong or invented), so the tests check what validation and the
-rules make of it; tests/worker/test_runner_facts.py runs the real model.
+rules make of it; tests/worker/jobs/test_runner_facts.py runs the real model.
 """
 
 from __future__ import annotations

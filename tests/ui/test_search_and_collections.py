@@ -189,4 +189,4 @@ def test_an_upload_goes_into_the_chosen_collection(app_test, ui_settings, sessio
     assert not at.exception
     with sessions() as session:
         job = session.scalars(select(Job)).one()
-    assert job.params["collection_id"] == matter.id  # joins it once stored (worker/runner.py)
+    assert job.params["collection_id"] == matter.id  # joins it once stored (worker/jobs/runner.py)

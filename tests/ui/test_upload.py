@@ -117,7 +117,7 @@ def test_an_encrypted_pdf_needs_its_password_and_then_is_queued_with_it(
 
     upload(at, [("chart.pdf", data)], password=PASSWORD)
     (job,) = all_jobs(sessions)
-    # The worker reads the password from the job's params (worker/runner_ingest.py).
+    # The worker reads the password from the job's params (worker/jobs/ingest.py).
     assert job.params["password"] == PASSWORD
     (message,) = broker_messages(ui_settings, "ingest")
     assert message["args"] == [job.id]

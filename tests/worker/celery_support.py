@@ -34,7 +34,7 @@ READY_TIMEOUT_S = 120.0
 
 
 def default_gguf() -> Path:
-    from worker.model_source import ModelNotFoundError, find_default_gguf
+    from worker.model.source import ModelNotFoundError, find_default_gguf
 
     try:
         return find_default_gguf()

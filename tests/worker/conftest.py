@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
 from app.settings import get_settings
-from worker.embedder import TransformerEmbedder, load_embedder
-from worker.model_source import find_default_gguf
-from worker.tokens import TokenizerCounter, token_counter_for
+from worker.model.embedder import TransformerEmbedder, load_embedder
+from worker.model.source import find_default_gguf
+from worker.model.tokens import TokenizerCounter, token_counter_for
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,8 @@ from app.migrate import upgrade
 from app.settings import get_settings
 from tests.pipelines import pdf_factory
 from worker.cli import cli
-from worker.ingest import REFUSED, IngestOptions
-from worker.runner_ingest import ingest_file
+from worker.ingest.store import REFUSED, IngestOptions
+from worker.jobs.ingest import ingest_file
 
 TITLE = "Zeta Merger Confidential Terms"
 FILE_NAME = "zeta-merger-draft.pdf"

@@ -16,7 +16,7 @@ STAGE_LABELS = {
     "storing": "Saving",
     "summarizing": "Summarizing",
     "answering": "Answering",
-    # While the model writes (worker/job_progress.py): done of total count tokens written.
+    # While the model writes (worker/jobs/progress.py): done of total count tokens written.
     "writing": "Writing",
     "writing sections": "Writing section summaries",
     "combining": "Combining section summaries",

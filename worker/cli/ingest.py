@@ -1,0 +1,186 @@
+"""`longdoc ingest PATH...`: store PDFs with their pages and passages in this process (the
+parse child, the splitter and the model's tokenizer), each file's outcome in a table."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from app.db.session import make_engine, session_factory
+from app.display import display_name
+from app.errors import AppError
+from app.services import collections
+from worker.cli.common import console, exit_on_error, load_settings, open_session
+from worker.ingest.store import KINDS, PRESENT, REFUSED, STORED, IngestOptions, pdf_paths
+from worker.jobs.ingest import IngestOutcome, ingest_file
+from worker.jobs.recovery import fail_jobs_of_dead_processes
+from worker.model.embedder import SharedEmbedder
+from worker.model.source import ModelNotFoundError, resolve_model_path
+from worker.model.tokens import token_counter_for
+
+commands = typer.Typer()
+
+
+class _ModelUnavailable(AppError):
+    code = "model_unavailable"
+
+
+@commands.command()
+def ingest(
+    paths: Annotated[
+        list[Path], typer.Argument(help="PDF files or folders (searched recursively).")
+    ],
+    password: Annotated[
+        str | None, typer.Option(help="Password for encrypted PDFs (tried after the empty one).")
+    ] = None,
+    kind: Annotated[
+        str, typer.Option(help="legal, medical, other, or auto (guessed from the text).")
+    ] = "auto",
+    collection: Annotated[
+        str | None,
+        typer.Option(help="Also put the files into this collection (created if new)."),
+    ] = None,
+) -> None:
+    """Store PDFs with their pages and passages; files already stored are not parsed again.
+
+    Exit status 1 when no file ends up in the library (every one refused or missing), so a
+    script can tell; 0 when at least one was stored or was already there.
+    """
+    with exit_on_error():
+        if kind not in KINDS:
+            raise typer.BadParameter(f"choose one of {', '.join(KINDS)}", param_hint="--kind")
+        settings = load_settings()
+        with open_session(settings):
+            pass  # fails early, with a sentence, when the database is missing or not migrated
+        missing = [p for p in paths if not p.exists()]
+        files = list(pdf_paths(p for p in paths if p.exists()))
+        try:
+            model_path = resolve_model_path(settings.model)
+            count_tokens = token_counter_for(model_path, settings.model_cache_dir)
+        except ModelNotFoundError as error:
+            raise _ModelUnavailable(error.message) from None
+        options = IngestOptions.from_settings(settings).for_file(kind=kind, password=password)
+        embedder = SharedEmbedder().get(settings.embedding_model) if files else None
+        engine = make_engine(settings.database_url)
+        sessions = session_factory(engine)
+        with contextlib.suppress(Exception):  # housekeeping: never a reason not to ingest
+            fail_jobs_of_dead_processes(sessions=sessions)  # an earlier ingest that was killed
+        outcomes = []
+        try:
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[stage]}"),
+                console=console,
+                transient=False,
+            ) as progress:
+                task = progress.add_task("Ingesting", total=len(files), stage="")
+                for path in files:
+
+                    def on_stage(stage: str, name: str = display_name(path.name)) -> None:
+                        progress.update(task, stage=f"{escape(name)}: {stage}")
+
+                    outcomes.append(
+                        ingest_file(
+                            path,
+                            sessions=sessions,
+                            options=options,
+                            count_tokens=count_tokens,
+                            on_stage=on_stage,
+                            embedder=embedder,
+                        )
+                    )
+                    progress.advance(task)
+                progress.update(task, stage="done")
+        finally:
+            engine.dispose()
+        _print_outcomes(outcomes, missing)
+        if collection is not None:
+            _into_collection(settings, collection, outcomes)
+        if not any(outcome.status in (STORED, PRESENT) for outcome in outcomes):
+            raise typer.Exit(1)
+
+
+def _into_collection(settings, name: str, outcomes: list) -> None:
+    """The stored and already present files' documents into the named collection."""
+    ids = [o.document_id for o in outcomes if o.status in (STORED, PRESENT) and o.document_id]
+    with open_session(settings) as session:
+        found = collections.find_collection(session=session, name=name)
+        created = found is None
+        target = found or collections.create_collection(session=session, name=name)
+        count = collections.add_documents(
+            session=session, collection_id=target.id, document_ids=ids
+        )
+        session.commit()
+        console.print(
+            f"Added {count} document(s) to {'the new collection' if created else 'collection'} "
+            f"{escape(target.name)!r}."
+        )
+
+
+def _print_outcomes(outcomes: list[IngestOutcome], missing: list[Path]) -> None:
+    table = Table(title="Ingestion")
+    # Shown when a file has them (the table stays narrow otherwise): "OCR", pages read by OCR;
+    # "hidden", boxes that hide readable text (bad redactions).
+    has_ocr = any(o.num_ocr_pages for o in outcomes)
+    has_hidden = any(o.num_redactions for o in outcomes)
+    columns = ["file", "result", "document", "pages"]
+    columns += ["OCR"] * has_ocr + ["hidden"] * has_hidden + ["passages", "why"]
+    for column in columns:
+        table.add_column(column)
+    label = {
+        STORED: "[green]stored[/green]",
+        PRESENT: "already present",
+        REFUSED: "[red]refused[/red]",
+    }
+    for outcome in outcomes:
+        is_stored = outcome.status == STORED
+        table.add_row(
+            escape(display_name(outcome.path.name)),
+            label[outcome.status],
+            str(outcome.document_id or ""),
+            str(outcome.num_pages or ""),
+            *[str(outcome.num_ocr_pages) if is_stored else ""] * has_ocr,
+            *[_redactions_cell(outcome)] * has_hidden,
+            str(outcome.num_passages or ""),
+            escape(outcome.reason or outcome.notice or ""),
+        )
+    for path in missing:
+        table.add_row(
+            escape(display_name(str(path))),
+            label[REFUSED],
+            *[""] * (len(columns) - 3),
+            "No such file or folder.",
+        )
+    console.print(table)
+    counts = {
+        status: sum(o.status == status for o in outcomes) for status in (STORED, PRESENT, REFUSED)
+    }
+    console.print(
+        f"{counts[STORED]} stored, {counts[PRESENT]} already present, "
+        f"{counts[REFUSED] + len(missing)} refused."
+    )
+    num_ocr_pages = sum(o.num_ocr_pages for o in outcomes)
+    num_redacted = sum(1 for o in outcomes if o.num_redactions)
+    if num_ocr_pages or num_redacted:
+        console.print(
+            f"{num_ocr_pages} page{'' if num_ocr_pages == 1 else 's'} read by OCR; "
+            f"{num_redacted} document{'' if num_redacted == 1 else 's'} with boxes that hide "
+            "readable text."
+        )
+
+
+def _redactions_cell(outcome: IngestOutcome) -> str:
+    if outcome.status != STORED:
+        return ""
+    if not outcome.num_redactions:
+        return "0"
+    return f"[bold yellow]{outcome.num_redactions}[/bold yellow]"

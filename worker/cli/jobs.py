@@ -1,0 +1,251 @@
+"""`longdoc summarize`, `longdoc ask` and `longdoc jobs`: queue work by task name and follow it.
+
+Jobs are queued as the UI queues them (app.services.dispatch.queue_job): the row is committed
+before its task is sent, so a worker that picks the task up at once finds it, and a broker that
+is down fails the job with a sentence. Waiting polls the row (stage, done of total) and shows it
+live; Ctrl-C stops only the waiting, never the job.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy.orm import Session
+
+from app.db.models import Job, JobKind, JobStatus
+from app.display import display_name
+from app.errors import AppError, NotFound
+from app.services import collection_answers, collections, dispatch, documents, jobs, results
+from app.settings import Settings
+from worker.cli.collections import collection_or_fail, print_collection_answer
+from worker.cli.common import console, error_console, exit_on_error, load_settings, open_session
+from worker.cli.output import print_answer, print_summary
+
+commands = typer.Typer()
+
+POLL_INTERVAL_S = 0.5
+
+
+class JobFailed(AppError):
+    code = "job_failed"
+
+
+def _queue(settings: Settings, session: Session, job: Job) -> str:
+    """Queue the job the way every client does (app.services.dispatch.queue_job): committed,
+    then sent by name. A broker that cannot be reached fails the job with a sentence, and the
+    command says so and exits 1."""
+    try:
+        return dispatch.queue_job(settings=settings, session=session, job=job)
+    except dispatch.BrokerUnavailable as error:
+        raise dispatch.BrokerUnavailable(f"Job {job.id} failed: {error}") from None
+
+
+def _document_or_fail(session: Session, document_id: int) -> None:
+    if documents.get_document(session=session, document_id=document_id) is None:
+        raise NotFound(f"There is no document with id {document_id}; see `longdoc docs`.")
+
+
+@commands.command()
+def summarize(
+    target: Annotated[
+        str, typer.Argument(help="A PDF file to ingest and summarize, or a document id.")
+    ],
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Follow the job, or queue it and return.")
+    ] = True,
+) -> None:
+    """Summarize a stored document, or ingest a PDF first and then summarize it."""
+    with exit_on_error():
+        settings = load_settings()
+        with open_session(settings) as session:
+            if target.isdigit() and not Path(target).exists():
+                _document_or_fail(session, int(target))
+                job = jobs.create_job(
+                    session=session, kind=JobKind.SUMMARIZE, document_id=int(target)
+                )
+            else:
+                job = _ingest_job(settings, session, Path(target), then_summarize=True)
+            _queue(settings, session, job)
+            job_id = job.id
+        console.print(f"Queued job {job_id}.")
+        if not wait:
+            return
+        final = _wait(settings, job_id)
+        if final.kind == JobKind.INGEST:
+            follow_up = final.stats.get("follow_up_job_id")
+            if follow_up is None:
+                raise JobFailed("The file was ingested but no summary job was created.")
+            console.print(f"Stored as document {final.document_id}; summarizing (job {follow_up}).")
+            final = _wait(settings, int(follow_up))
+        with open_session(settings) as session:
+            summary = results.get_summary_for_job(session=session, job_id=final.id)
+            console.rule(f"Summary of document {final.document_id} ({summary.method.value})")
+            print_summary(console, summary)
+
+
+def _ingest_job(settings: Settings, session: Session, path: Path, *, then_summarize: bool) -> Job:
+    if not path.is_file():
+        raise NotFound(f"There is no file {path} (give a PDF file or a document id).")
+    # Into the document store first: the worker that ingests it may run elsewhere.
+    content_hash = documents.content_hash_of(path)
+    stored = documents.store_file(
+        files_dir=settings.files_dir, content_hash=content_hash, data=path
+    )
+    file_name = display_name(path.name)
+    params = jobs.IngestParams(file_name=file_name, path=str(stored), then_summarize=then_summarize)
+    return jobs.create_ingest_job(session=session, params=params)
+
+
+@commands.command()
+def ask(
+    first: Annotated[
+        str,
+        typer.Argument(
+            metavar="[DOCUMENT_ID] QUESTION",
+            help="The document's id, then the question in quotes; with --collection, the "
+            "question alone.",
+        ),
+    ],
+    second: Annotated[str | None, typer.Argument(hidden=True)] = None,
+    collection: Annotated[
+        str | None, typer.Option(help="Ask this collection instead of one document.")
+    ] = None,
+    each: Annotated[
+        bool | None,
+        typer.Option(
+            "--each/--retrieve",
+            help="With --collection: answer for every document in a table, or from the best "
+            "passages across them (default: the question decides).",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Follow the job, or queue it and return.")
+    ] = True,
+) -> None:
+    """Ask a question about a document (or a collection); the answer cites its pages and
+    quotes its evidence."""
+    with exit_on_error():
+        if collection is not None:
+            if second is not None:
+                raise typer.BadParameter(
+                    "with --collection give only the question", param_hint="QUESTION"
+                )
+            _ask_collection(collection, first, each=each, wait=wait)
+            return
+        if second is None or not first.isdigit():
+            raise typer.BadParameter(
+                "give a document id and a question (or --collection NAME)", param_hint="QUESTION"
+            )
+        document_id, question = int(first), second
+        if not question.strip():
+            raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+        settings = load_settings()
+        with open_session(settings) as session:
+            _document_or_fail(session, document_id)
+            job = jobs.create_job(
+                session=session,
+                kind=JobKind.ANSWER,
+                document_id=document_id,
+                params={"question": question},
+            )
+            _queue(settings, session, job)
+            job_id = job.id
+        console.print(f"Queued job {job_id}.")
+        if not wait:
+            return
+        _wait(settings, job_id)
+        with open_session(settings) as session:
+            answer = results.get_answer_for_job(session=session, job_id=job_id)
+            console.rule(f"Answer about document {document_id}")
+            print_answer(console, answer)
+
+
+def _ask_collection(name: str, question: str, *, each: bool | None, wait: bool) -> None:
+    if not question.strip():
+        raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+    settings = load_settings()
+    with open_session(settings) as session:
+        collection = collection_or_fail(session, name)
+        if not collections.document_ids_of(session=session, collection_id=collection.id):
+            raise NotFound(f"The collection {collection.name!r} holds no document yet.")
+        job = collection_answers.create_question_job(
+            session=session, collection_id=collection.id, question=question, each=each
+        )
+        _queue(settings, session, job)
+        job_id, collection_name = job.id, collection.name
+    console.print(f"Queued job {job_id}.")
+    if not wait:
+        return
+    _wait(settings, job_id)
+    with open_session(settings) as session:
+        answer = collection_answers.get_for_job(session=session, job_id=job_id)
+        console.rule(f"Answer across {escape(collection_name)!r}")
+        print_collection_answer(console, answer)
+
+
+def _wait(settings: Settings, job_id: int) -> Job:
+    """Poll the job until it ends; raise JobFailed with its sentence when it failed."""
+    columns = (
+        TextColumn("[bold]Job {task.fields[job_id]}[/bold] {task.fields[stage]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            bar = progress.add_task("job", total=None, job_id=job_id, stage="queued")
+            while True:
+                with open_session(settings) as session:
+                    job = jobs.get_job(session=session, job_id=job_id)
+                    if job is None:
+                        raise NotFound(f"Job {job_id} is gone (its document was deleted).")
+                    session.expunge(job)
+                total = job.progress_total or None
+                progress.update(
+                    bar, total=total, completed=job.progress_done, stage=job.stage or job.status
+                )
+                if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+                    break
+                time.sleep(POLL_INTERVAL_S)
+    except KeyboardInterrupt:
+        error_console.print(
+            f"Stopped waiting; job {job_id} goes on. Follow it with `longdoc jobs`."
+        )
+        raise typer.Exit(130) from None
+    if job.status == JobStatus.FAILED:
+        raise JobFailed(f"Job {job_id} failed: {job.error}")
+    return job
+
+
+@commands.command("jobs")
+def jobs_command(
+    status: Annotated[JobStatus | None, typer.Option(help="Only this status.")] = None,
+    kind: Annotated[JobKind | None, typer.Option(help="Only this kind.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 30,
+) -> None:
+    """List background jobs with their progress and errors, newest first."""
+    with exit_on_error(), open_session(load_settings()) as session:
+        rows = jobs.list_jobs(session=session, status=status, kind=kind, limit=limit)
+        if not rows:
+            console.print("No jobs yet.")
+            return
+        table = Table("ID", "Kind", "Status", "Stage", "Progress", "Document", "Created", "Error")
+        for job in rows:
+            progress = f"{job.progress_done}/{job.progress_total}" if job.progress_total else ""
+            table.add_row(
+                str(job.id),
+                job.kind.value,
+                job.status.value,
+                escape(display_name(job.stage or "")),
+                progress,
+                str(job.document_id or ""),
+                job.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                escape(display_name(job.error or "")),
+            )
+        console.print(table)

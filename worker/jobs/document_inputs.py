@@ -1,0 +1,29 @@
+"""A stored document as pipeline input (pipelines.inputs.DocumentInput): its pages and passages."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from app.db.models import Document
+from app.services import documents
+from pipelines.documents import PageText
+from pipelines.inputs import DocumentInput
+from pipelines.retrieval.vectors import PassageVectors
+from worker.ingest.passage_rows import from_row
+
+
+def document_input(
+    session: Session, document: Document, vectors: PassageVectors | None = None
+) -> DocumentInput:
+    """`vectors` are dropped when they do not cover the passages one for one."""
+    pages = documents.get_pages(session=session, document_id=document.id)
+    passages = documents.get_passages(session=session, document_id=document.id)
+    if vectors is not None and vectors.num_passages != len(passages):
+        vectors = None  # passages are never re-split today; BM25 alone if they ever are
+    return DocumentInput(
+        title=document.title,
+        kind=document.kind.value,
+        pages=tuple(PageText(number=p.number, text=p.text) for p in pages),
+        passages=tuple(from_row(p) for p in passages),
+        passage_embeddings=vectors,
+    )

@@ -1,0 +1,116 @@
+"""The key-facts job: re-read the job row, extract the document's key facts (pipelines.facts.extract)
+with progress per field, and save them once, replacing the document's earlier facts.
+
+Safe to run again for the same job (a redelivered task): a job that succeeded is skipped, and
+facts an earlier delivery saved are found by job id. Its row is kept by worker/jobs/runner.py's
+model-job skeleton (begin, fail with a sentence, save and finish in one commit). Saving also
+replaces the lead of the document's summaries (pipelines.summary.lead). Nothing here
+logs document text: ids, counts and timings only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Job, JobKind
+from app.services import facts as fact_service
+from app.services import results
+from pipelines.facts.extract import Fact, FactsResult, extract_facts
+from pipelines.inputs import DocumentInput
+from worker.jobs import runner
+from worker.jobs.known_facts import lead_rows
+
+STAGE = "key facts"
+
+
+def _new_fact(position: int, fact: Fact) -> fact_service.NewFact:
+    return fact_service.NewFact(
+        field=fact.field,
+        label=fact.label,
+        position=position,
+        value=fact.value,
+        normalized_value=fact.normalized,
+        confidence=fact.confidence,
+        source=fact.source,
+        page=fact.page,
+        evidence=[
+            {
+                "text": quote.text,
+                "page": quote.page,
+                "start_char": quote.start_char,
+                "end_char": quote.end_char,
+            }
+            for quote in fact.evidence
+        ],
+    )
+
+
+class _FieldProgress:
+    """Commits "key facts: done of total fields" to the job row after each field."""
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: int) -> None:
+        self.sessions, self.job_id = sessions, job_id
+
+    def __call__(self, done: int, total: int) -> None:
+        if not runner._progress(self.sessions, self.job_id, STAGE, done, total):
+            raise runner._JobGone()
+
+
+def run_facts(
+    job_id: int,
+    *,
+    sessions: sessionmaker[Session],
+    model_factory: runner.ModelFactory,
+    task_id: str | None = None,
+) -> runner.RunOutcome:
+    """Extract the key facts of the job's document and save them (once per job)."""
+
+    def compute(job: Job) -> _Extracted:
+        document_id, document = runner._load_document(job, sessions)
+        model = runner._build_model(model_factory)
+        runner._progress(sessions, job_id, STAGE, 0, 0)
+        started = time.perf_counter()
+        result = extract_facts(document, model, on_progress=_FieldProgress(sessions, job_id))
+        seconds = round(time.perf_counter() - started, 3)
+        return _Extracted(document_id, model.name, result, seconds, document)
+
+    def save(session: Session, done: _Extracted) -> runner._Saved:
+        result = done.result
+        fact_service.save_facts(
+            session=session,
+            job_id=job_id,
+            document_id=done.document_id,
+            facts=[_new_fact(position, fact) for position, fact in enumerate(result.facts)],
+            model=done.model_name,
+        )
+        session.flush()
+        # The document's summaries lead with its facts: with these now.
+        results.set_summary_leads(
+            session=session,
+            document_id=done.document_id,
+            lead=lead_rows(session, done.document_id, done.document),
+        )
+        stats = {**result.stats, "seconds": done.seconds}
+        stats.pop("calls", None)  # per-call details are many and say nothing a reader needs
+        return runner._Saved(
+            stats,
+            f"document={done.document_id} subkind={result.subkind} "
+            f"found={stats.get('num_found', 0)} of {stats.get('num_fields', 0)} "
+            f"seconds={done.seconds:.1f}",
+        )
+
+    return runner._run_model_job(
+        job_id, JobKind.FACTS, "key facts", sessions, task_id, compute=compute, save=save
+    )
+
+
+@dataclass(frozen=True)
+class _Extracted:
+    document_id: int
+    model_name: str
+    result: FactsResult
+    seconds: float
+    document: DocumentInput

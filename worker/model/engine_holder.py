@@ -1,0 +1,92 @@
+"""One engine per worker process, built on the first model task, never before a fork.
+
+The model worker runs Celery's threads pool: every task thread of the process shares this one
+engine (one copy of the weights per GPU) through its EngineLoop, so the model calls of all
+running tasks are batched together (worker/model/adapter.py).
+
+Celery's prefork pool forks its children from the main worker process. A CUDA context does not
+survive a fork, and a model loaded in the parent would be copied into every child, so the
+engine is built lazily inside the process that runs the task. `reset()` runs in each new pool
+child (worker_process_init) and the builder's pid is checked too: an engine inherited through a
+fork is never used.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from app.settings import Settings
+from engine import EngineConfig, LLMEngine, SamplingParams
+from worker.model.adapter import PRIORITY_BATCH, EngineChatModel
+from worker.model.kernel_build import put_ninja_on_path
+from worker.model.source import resolve_model_path
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_model: EngineChatModel | None = None
+_built_in_pid: int | None = None
+
+
+def engine_config(settings: Settings) -> EngineConfig:
+    """The engine's frozen config from the LONGDOC_ENGINE_* settings."""
+    return EngineConfig(
+        model_path=resolve_model_path(settings.model),
+        model_cache_dir=settings.model_cache_dir,
+        device=settings.engine_device,
+        dtype=settings.engine_dtype,
+        chunk_size=settings.engine_chunk_size,
+        oom_policy=settings.engine_oom_policy,
+        max_kv_cache_bytes=settings.engine_max_kv_cache_bytes,
+        attention_backend=settings.engine_attention_backend,
+        compile=settings.engine_compile,
+        max_num_seqs=settings.engine_max_num_seqs,
+        admission_window_s=settings.engine_admission_window_s,
+    )
+
+
+def get_chat_model(
+    settings: Settings, *, priority: int = PRIORITY_BATCH, time_limit_s: float | None = None
+) -> EngineChatModel:
+    """This process's model, built on first use (seconds to minutes: weights, KV cache), for
+    one task: its requests get `priority` and end at the task's time limit."""
+    return _shared_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
+
+
+def _shared_model(settings: Settings) -> EngineChatModel:
+    global _model, _built_in_pid
+    with _lock:
+        if _model is not None and _built_in_pid == os.getpid():
+            return _model
+        if settings.engine_num_threads is not None:
+            import torch
+
+            torch.set_num_threads(settings.engine_num_threads)
+        started = time.perf_counter()
+        put_ninja_on_path()  # torch builds the CPU attention kernel with it
+        engine = LLMEngine(engine_config(settings))
+        sampling = SamplingParams(
+            repetition_penalty=settings.generation_repetition_penalty,
+            no_repeat_ngram_size=settings.generation_no_repeat_ngram_size,
+            stop_on_loop=settings.generation_stop_on_loop,
+            max_phrase_repeats=settings.generation_max_phrase_repeats,
+        )
+        _model = EngineChatModel(engine, settings.model, sampling=sampling)
+        _built_in_pid = os.getpid()
+        logger.info(
+            "engine built in pid %d on %s in %.1f s",
+            _built_in_pid,
+            engine.device,
+            time.perf_counter() - started,
+        )
+        return _model
+
+
+def reset() -> None:
+    """Forget any engine (a new pool child starts clean)."""
+    global _model, _built_in_pid
+    with _lock:
+        _model, _built_in_pid = None, None
