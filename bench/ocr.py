@@ -112,8 +112,8 @@ def tesseract(directory: Path) -> dict | None:
 def corpus_ingest(corpus: Path, *, ocr: bool) -> dict:
     from app import migrate
     from app.db.session import make_engine, session_factory
+    from pipelines.ingest.limits import ParseLimits
     from pipelines.ingest.page_sources import SourceOptions
-    from pipelines.ingest.parse import ParseLimits
     from worker.ingest.store import STORED, IngestOptions
     from worker.jobs.ingest import ingest_file
     from worker.model.source import find_default_gguf

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.errors import DocumentError  # noqa: E402
-from pipelines.ingest.parse import ParseLimits, parse_pdf, parse_pdf_in_process  # noqa: E402
+from pipelines.ingest.limits import ParseLimits  # noqa: E402
+from pipelines.ingest.parse import parse_pdf, parse_pdf_in_process  # noqa: E402
 from pipelines.ingest.split import split_into_passages  # noqa: E402
 from worker.model.source import find_default_gguf  # noqa: E402
 from worker.model.tokens import token_counter_for  # noqa: E402

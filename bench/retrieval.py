@@ -40,7 +40,7 @@ from _retrieval_report import hardware, write_report  # noqa: E402
 from pipelines.retrieval.bm25 import PassageIndex  # noqa: E402
 from pipelines.retrieval.evidence import DocumentSentences, sentence_evidence  # noqa: E402
 from pipelines.retrieval.hybrid import Fusion, HybridIndex, fuse  # noqa: E402
-from pipelines.retrieval.vectors import PassageVectors, passage_segments  # noqa: E402
+from pipelines.vectors import PassageVectors, passage_segments  # noqa: E402
 from worker.model.source import find_default_gguf  # noqa: E402
 from worker.model.tokens import token_counter_for  # noqa: E402
 

@@ -144,7 +144,7 @@ def install_timers(engine: LLMEngine, totals: dict[str, float]) -> list[str]:
 def graph_fill_seconds(engine: LLMEngine, batch: int, num_steps: int) -> float | None:
     """The CUDA-graph runner's input copies for the running rows, with CPU buffers."""
     from engine.cuda_graphs import DecodeGraphs
-    from engine.model_runner import ChunkInput
+    from engine.step_inputs import ChunkInput
 
     runner = engine._main.runner
     graphs = DecodeGraphs(runner, max_num_seqs=batch, max_model_len=engine.max_model_len)

@@ -16,8 +16,8 @@ from engine.errors import (
 from engine.gguf_convert import convert_gguf, ensure_tokenizer
 from engine.llm_engine import GenerationResult, LLMEngine
 from engine.loop_detector import Loop, LoopDetector
-from engine.sampler import Sampler, SamplingRow
-from engine.sampling_params import SamplingParams
+from engine.sampler import Sampler
+from engine.sampling_params import SamplingParams, SamplingRow
 from engine.stats import RequestStats
 
 __all__ = [

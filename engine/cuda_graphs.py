@@ -11,15 +11,24 @@ zeros) and a scratch cache slot that no request owns (KVCache.scratch_slot).
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from engine.attention.decode import DecodeBatch
+from engine.attention.decode import DecodeAttention, DecodeBatch
+from engine.kv_cache import KVCache
+from engine.step_inputs import ChunkInput, FedTokens
 
-if TYPE_CHECKING:
-    from engine.model_runner import ChunkInput, FedTokens, ModelRunner
+
+class GraphedRunner(Protocol):
+    """What the graphs read of the model runner that owns them."""
+
+    block_size: int
+    device: torch.device
+    kv_cache: KVCache
+    decode_attention: DecodeAttention
+    model: Any
 
 
 def batch_buckets(max_num_seqs: int) -> list[int]:
@@ -38,7 +47,7 @@ def context_bucket(num_tokens: int, max_model_len: int) -> int:
 
 
 class DecodeGraphs:
-    def __init__(self, runner: ModelRunner, *, max_num_seqs: int, max_model_len: int) -> None:
+    def __init__(self, runner: GraphedRunner, *, max_num_seqs: int, max_model_len: int) -> None:
         self.runner = runner
         self.buckets = batch_buckets(max_num_seqs)
         self.max_model_len = max_model_len

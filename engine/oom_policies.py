@@ -11,22 +11,33 @@ A decode-only step that runs out of memory at the minimum fails its lowest-prior
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from engine.config import EngineConfig
 from engine.placement import CPU, Placement
-from engine.request import FINISH_ABORT
+from engine.request import FINISH_ABORT, Request
 from engine.scheduler import Step
 from engine.sequence import Sequence
 from engine.stats import FALLBACK_CPU, FALLBACK_TRUNCATED
 
-if TYPE_CHECKING:
-    from engine.llm_engine import LLMEngine
+
+class OomHost(Protocol):
+    """What a policy needs of the engine (LLMEngine is one)."""
+
+    config: EngineConfig
+
+    def request_of(self, seq: Sequence) -> Request: ...
+
+    def out_of_memory_error(self, placement: Placement, seq: Sequence) -> Exception: ...
+
+    def cpu_placement(self) -> Placement: ...
+
 
 # Share of the kept tokens given to the end of the prompt when truncating (the question lives there).
 TRUNCATE_TAIL_SHARE = 4
 
 
-def apply_oom_policy(engine: LLMEngine, placement: Placement, step: Step) -> None:
+def apply_oom_policy(engine: OomHost, placement: Placement, step: Step) -> None:
     chunk = step.largest_prefill
     if chunk is None:
         victim = max(placement.scheduler.running, key=lambda s: (-s.priority, s.arrival_time))
@@ -43,20 +54,18 @@ def apply_oom_policy(engine: LLMEngine, placement: Placement, step: Step) -> Non
         _fail(engine, placement, seq)
 
 
-def _fail(engine: LLMEngine, placement: Placement, seq: Sequence) -> None:
+def _fail(engine: OomHost, placement: Placement, seq: Sequence) -> None:
     request = engine.request_of(seq)
     request.error = engine.out_of_memory_error(placement, seq)
     request.finish_reason = FINISH_ABORT
     placement.scheduler.abort(seq.request_id)
 
 
-def _move_to_cpu(engine: LLMEngine, placement: Placement, seq: Sequence) -> None:
+def _move_to_cpu(engine: OomHost, placement: Placement, seq: Sequence) -> None:
     request = engine.request_of(seq)
     at_token = seq.num_computed_tokens
     cpu = engine.cpu_placement()
-    placement.scheduler.running.remove(seq)
-    placement.blocks.free(seq)
-    seq.num_cached_tokens = 0
+    placement.scheduler.evict(seq)
     request.placement = cpu
     cpu.scheduler.add(seq)
     request.stats.record_fallback(
@@ -71,7 +80,7 @@ def _move_to_cpu(engine: LLMEngine, placement: Placement, seq: Sequence) -> None
     request.stats.device = "cpu"
 
 
-def _truncate(engine: LLMEngine, placement: Placement, seq: Sequence) -> None:
+def _truncate(engine: OomHost, placement: Placement, seq: Sequence) -> None:
     """Keep as many tokens as fitted: the computed head and a tail of a quarter of that."""
     request = engine.request_of(seq)
     blocks = placement.blocks

@@ -11,12 +11,10 @@ rule is a few tensor operations over the whole batch, with no Python loop over t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from engine.sampler import SamplingRow
+from engine.sampling_params import SamplingRow
 
 
 def apply_penalties(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:

@@ -12,27 +12,11 @@ in the batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
 from engine.penalties import apply_penalties
-from engine.sampling_params import SamplingParams
-
-
-@dataclass(frozen=True)
-class SamplingRow:
-    """What the sampler needs of one request at one step.
-
-    prompt_token_ids are read only when the params count the prompt (penalty_scope "all"); for
-    long prompts pass a cached 1-D CPU or device tensor instead of a list, so that it is not
-    converted again every step.
-    """
-
-    params: SamplingParams
-    generator: torch.Generator | None = None
-    prompt_token_ids: Sequence[int] | torch.Tensor = ()
-    output_token_ids: Sequence[int] = ()
+from engine.sampling_params import SamplingParams, SamplingRow
 
 
 class Sampler:

@@ -9,7 +9,10 @@ may still quote that document verbatim; "all" counts the prompt too, as transfor
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import torch
 
 PENALTY_SCOPES = ("output", "all")
 # OpenAI's and vLLM's range for frequency and presence penalties.
@@ -124,3 +127,18 @@ def _is_number(value: object) -> bool:
 
 def _is_finite(value: object) -> bool:
     return _is_number(value) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class SamplingRow:
+    """What the sampler needs of one request at one step.
+
+    prompt_token_ids are read only when the params count the prompt (penalty_scope "all"); for
+    long prompts pass a cached 1-D CPU or device tensor instead of a list, so that it is not
+    converted again every step.
+    """
+
+    params: SamplingParams
+    generator: torch.Generator | None = None
+    prompt_token_ids: Sequence[int] | torch.Tensor = ()
+    output_token_ids: Sequence[int] = ()

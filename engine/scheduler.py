@@ -157,6 +157,13 @@ class Scheduler:
         self.running.remove(seq)
         self._release(seq)
 
+    def evict(self, seq: Sequence) -> None:
+        """Take a running request off this scheduler, its blocks freed, to go on elsewhere (the
+        OOM policy "cpu" moves it to the CPU placement, which computes its prompt again)."""
+        self.running.remove(seq)
+        self.blocks.free(seq)
+        seq.num_cached_tokens = 0
+
     @property
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)

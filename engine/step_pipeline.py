@@ -24,12 +24,13 @@ from dataclasses import dataclass
 import torch
 
 from engine.device_memory import peak_bytes, release_cached
-from engine.model_runner import LOGITS_ALL, LOGITS_LAST, LOGITS_NONE, ChunkInput, FedTokens
 from engine.placement import MAIN, Placement
 from engine.request import FINISH_ABORT, Request, monotonic
-from engine.sampler import Sampler, SamplingRow, to_device
+from engine.sampler import Sampler, to_device
+from engine.sampling_params import SamplingRow
 from engine.scheduler import Step
 from engine.sequence import PLACEHOLDER_TOKEN_ID
+from engine.step_inputs import LOGITS_ALL, LOGITS_LAST, LOGITS_NONE, ChunkInput, FedTokens
 
 # (placement name, step) -> None; raises torch.OutOfMemoryError to simulate one (tests).
 FaultInjector = Callable[[str, Step], None]

@@ -9,7 +9,7 @@ import numpy as np
 
 from pipelines.documents import PageText, Passage
 from pipelines.kinds import KINDS
-from pipelines.retrieval.vectors import PassageVectors
+from pipelines.vectors import PassageVectors
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class DocumentInput:
 
     `kind` is "legal" (contracts and court opinions), "medical" or "other". `passages` are those
     split from `pages` (pipelines.ingest.split), in order; they may be empty only when the text is.
-    `passage_embeddings` are the passages' vectors (pipelines.retrieval.vectors.PassageVectors, one
+    `passage_embeddings` are the passages' vectors (pipelines.vectors.PassageVectors, one
     embedding model's; a [len(passages), D] array is taken as one vector per passage), or None
     when the document has none (retrieval is then BM25 alone).
     """

@@ -42,17 +42,15 @@ from app.services.dispatch import broker_url as broker_url
 from app.services.dispatch import new_task_id as new_task_id
 from app.services.dispatch import transport_options as transport_options
 from app.settings import Settings
+from worker.schedule import (
+    QUEUE_FOR_SCHEDULED_TASK,
+    TASK_SCAN_INBOX,
+    TASK_SUMMARIZE_MISSING,
+    beat_schedule,
+)
 
-TASK_SCAN_INBOX = "longdoc.scan_inbox"
-TASK_SUMMARIZE_MISSING = "longdoc.summarize_missing"
 GPU_QUEUES = (QUEUE_GPU, QUEUE_GPU_BATCH)
-# The user-facing tasks' routes are the contract in app.services.dispatch; the scheduled ones
-# are queued only by beat, so they are the worker's own.
-QUEUE_FOR_TASK = {
-    **CLIENT_QUEUE_FOR_TASK,
-    TASK_SCAN_INBOX: QUEUE_INGEST,
-    TASK_SUMMARIZE_MISSING: QUEUE_INGEST,
-}
+QUEUE_FOR_TASK = {**CLIENT_QUEUE_FOR_TASK, **QUEUE_FOR_SCHEDULED_TASK}
 # A soft limit raises inside the task this long before the hard limit kills it, so the job row
 # gets its sentence.
 SOFT_LIMIT_MARGIN_S = 60.0
@@ -114,8 +112,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def make_celery(settings: Settings) -> Celery:
     """The app for `settings`, with the tasks of worker/tasks.py and the beat schedule."""
-    from worker.schedule import beat_schedule
-
     app = Celery("longdoc", include=["worker.tasks"])
     app.conf.update(celery_config(settings))
     app.conf.beat_schedule = beat_schedule(settings)

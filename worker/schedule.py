@@ -14,35 +14,36 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import JobKind
 from app.services import jobs, results
+from app.services.dispatch import QUEUE_INGEST
 from app.settings import Settings
 
-# Re-exported: the inbox scan lives in worker/ingest/inbox.py.
-from worker.ingest.inbox import scan_inbox as scan_inbox
+# Re-exported: the inbox scan lives in worker/inbox.py.
+from worker.inbox import scan_inbox as scan_inbox
 
 logger = logging.getLogger(__name__)
+
+# The scheduled tasks: queued by beat only, so their names and queues are the worker's own (the
+# user-facing ones are the contract in app.services.dispatch).
+TASK_SCAN_INBOX = "longdoc.scan_inbox"
+TASK_SUMMARIZE_MISSING = "longdoc.summarize_missing"
+QUEUE_FOR_SCHEDULED_TASK = {TASK_SCAN_INBOX: QUEUE_INGEST, TASK_SUMMARIZE_MISSING: QUEUE_INGEST}
 
 MAX_SUMMARIES_PER_TICK = 50
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    from worker.celery_app import (
-        QUEUE_FOR_TASK,
-        TASK_SCAN_INBOX,
-        TASK_SUMMARIZE_MISSING,
-    )
-
     schedule: dict[str, dict[str, Any]] = {}
     if settings.inbox_scan_enabled:
         schedule["scan-inbox"] = {
             "task": TASK_SCAN_INBOX,
             "schedule": timedelta(seconds=settings.inbox_scan_interval_s),
-            "options": {"queue": QUEUE_FOR_TASK[TASK_SCAN_INBOX]},
+            "options": {"queue": QUEUE_FOR_SCHEDULED_TASK[TASK_SCAN_INBOX]},
         }
     if settings.auto_summarize_enabled:
         schedule["summarize-missing"] = {
             "task": TASK_SUMMARIZE_MISSING,
             "schedule": timedelta(seconds=settings.auto_summarize_interval_s),
-            "options": {"queue": QUEUE_FOR_TASK[TASK_SUMMARIZE_MISSING]},
+            "options": {"queue": QUEUE_FOR_SCHEDULED_TASK[TASK_SUMMARIZE_MISSING]},
         }
     return schedule
 

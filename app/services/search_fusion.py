@@ -3,7 +3,7 @@
 The full-text ranking (app.services.search) picks the candidates: the best NUM_CANDIDATES
 passages by BM25 (SQLite) or ts_rank (PostgreSQL). Each candidate with stored vectors of the
 query encoder's model gets a dense score, its best sentence's cosine with the query (as
-pipelines.retrieval.vectors scores passages for questions); the two rankings are then fused by rank:
+pipelines.vectors scores passages for questions); the two rankings are then fused by rank:
 
     score = (1 - DENSE_WEIGHT) / (RRF_K + text rank) + DENSE_WEIGHT / (RRF_K + dense rank)
 

@@ -4,7 +4,7 @@
 Celery prefork worker is daemonic and may not have those) and passes it the request on stdin, so
 a password never shows in the process list. The child caps its address space (RLIMIT_AS: the
 libraries it loads first, plus max_memory_mb), parses
-with pipelines.ingest.parse's `parse_in_child` and writes JSON lines on stdout: progress lines while it
+with pipelines.ingest.pdf_read's `parse_in_child` and writes JSON lines on stdout: progress lines while it
 OCRs ({"ocr": [done, total]}), then one reply (the pages, or an error code and sentence). Its
 stderr goes to a temporary file, read only for markers of a memory failure (it may quote the
 document, so it is never logged).
@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import DamagedPdfError, DocumentError, ParseTimeoutError
+from pipelines.ingest.limits import DAMAGED, MiB, ParseLimits, memory_error
+from pipelines.ingest.pdf_read import parse_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +46,10 @@ _MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"bad_alloc", b"st
 def run_child(
     path: Path,
     password: str | None,
-    limits: Any,  # pipelines.ingest.parse.ParseLimits
+    limits: ParseLimits,
     on_ocr_page: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The child's reply for `path` (a dict with "pages"), or the DocumentError it gave."""
-    from pipelines.ingest.parse import DAMAGED, memory_error
-
     request = {"path": str(path), "password": password, "limits": dataclasses.asdict(limits)}
     with tempfile.TemporaryFile() as stderr:
         child = subprocess.Popen(
@@ -161,7 +161,6 @@ def child_main() -> int:
     import resource
 
     from pipelines.ingest.page_sources import SourceOptions
-    from pipelines.ingest.parse import DAMAGED, MiB, ParseLimits, memory_error, parse_in_child
 
     request = json.loads(sys.stdin.buffer.read())
     fields = dict(request["limits"])

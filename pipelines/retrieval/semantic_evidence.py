@@ -18,14 +18,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from pipelines.protocols import Embedder
 
-if TYPE_CHECKING:
-    from pipelines.retrieval.evidence import DocumentSentences
+
+class DocumentSentences(Protocol):
+    """What the scores read of a document's sentences (pipelines.retrieval.evidence has them)."""
+
+    @property
+    def spans(self) -> Sequence[tuple[int, int]]: ...
+
+    def term_sentence_counts(self) -> dict[str, int]: ...
+
+    def vectors(self, spans: Sequence[tuple[int, int]], embedder: Embedder) -> Any: ...
+
 
 SEMANTIC_WEIGHT = 0.3
 MIN_SEMANTIC_SIMILARITY = 0.3

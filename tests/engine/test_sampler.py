@@ -10,8 +10,8 @@ from transformers.generation.logits_process import (
 )
 
 from engine.penalties import apply_penalties
-from engine.sampler import Sampler, SamplingRow, make_generator, sample
-from engine.sampling_params import SamplingParams
+from engine.sampler import Sampler, make_generator, sample
+from engine.sampling_params import SamplingParams, SamplingRow
 
 VOCAB = 50
 

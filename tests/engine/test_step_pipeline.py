@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from engine import SamplingParams
-from engine.model_runner import FedTokens
 from engine.scheduler import Step
+from engine.step_inputs import FedTokens
 from tests.engine.conftest import tiny_engine
 
 

@@ -23,8 +23,9 @@ from pipelines import kinds as pipelines_kinds
 from pipelines.documents import ParsedDocument, Passage, document_text
 from pipelines.errors import DocumentError
 from pipelines.ingest.classify import guess_kind
+from pipelines.ingest.limits import ParseLimits, check_file
 from pipelines.ingest.page_sources import SourceOptions
-from pipelines.ingest.parse import ParseLimits, check_file, parse_pdf_outcome
+from pipelines.ingest.parse import parse_pdf_outcome
 from pipelines.ingest.split import split_into_passages
 from pipelines.protocols import Embedder, TokenCounter
 from worker.ingest.records import new_document, source_stats, stored_notice

@@ -8,7 +8,7 @@ from app.db.models import Document
 from app.services import documents
 from pipelines.documents import PageText
 from pipelines.inputs import DocumentInput
-from pipelines.retrieval.vectors import PassageVectors
+from pipelines.vectors import PassageVectors
 from worker.ingest.passage_rows import from_row
 
 

@@ -1,6 +1,6 @@
 """Passage vectors: computed with the embedder, stored on the passages as float16 bytes, read back.
 
-Each passage stores the vectors of its sentences (pipelines.retrieval.vectors), [k, D] float16 row after
+Each passage stores the vectors of its sentences (pipelines.vectors), [k, D] float16 row after
 row: 768 bytes a sentence at 384 dimensions. float16 changes a cosine by ~1e-3, far below what
 separates a clause from its neighbours. Vectors of another model than the one asked for are
 never mixed in: such a passage counts as not embedded and is embedded again.
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.embedding_models import STORED_DTYPE
 from app.services import documents
 from pipelines.protocols import Embedder
-from pipelines.retrieval.vectors import PassageVectors, passage_segments
+from pipelines.vectors import PassageVectors, passage_segments
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ from pipelines.errors import (
     OcrUnavailableError,
     ParseMemoryError,
 )
+from pipelines.ingest.limits import ParseLimits
 from pipelines.ingest.page_sources import SourceOptions
-from pipelines.ingest.parse import ParseLimits, parse_pdf, parse_pdf_outcome
+from pipelines.ingest.parse import parse_pdf, parse_pdf_outcome
 from tests.pipelines import pdf_factory, scan_factory
 
 pytestmark = pytest.mark.slow

@@ -22,13 +22,8 @@ from pipelines.errors import (
     TooManyPagesError,
     WrongPasswordError,
 )
-from pipelines.ingest.parse import (
-    ParseLimits,
-    _run_child,
-    parse_pdf,
-    parse_pdf_in_process,
-    parse_pdf_outcome,
-)
+from pipelines.ingest.limits import ParseLimits
+from pipelines.ingest.parse import _run_child, parse_pdf, parse_pdf_in_process, parse_pdf_outcome
 from pipelines.ingest.pdf_text import (
     assemble_paragraphs,
     clean_pages,

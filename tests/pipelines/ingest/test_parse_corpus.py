@@ -31,7 +31,8 @@ from pipelines.errors import (
     PasswordRequiredError,
     WrongPasswordError,
 )
-from pipelines.ingest.parse import ParseLimits, parse_pdf_outcome
+from pipelines.ingest.limits import ParseLimits
+from pipelines.ingest.parse import parse_pdf_outcome
 from pipelines.ingest.parse_child import OCR_PAGE_GRACE_S
 
 CORPUS = Path(

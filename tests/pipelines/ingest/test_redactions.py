@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.ingest.limits import ParseLimits
 from pipelines.ingest.page_sources import SourceOptions
-from pipelines.ingest.parse import ParseLimits, parse_pdf, parse_pdf_in_process
+from pipelines.ingest.parse import parse_pdf, parse_pdf_in_process
 from pipelines.ingest.split import split_into_passages
 from tests.pipelines import scan_factory
 from tests.pipelines.scan_factory import PAGE_LINES, REDACTED_SENTENCE

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.errors import TooComplexError, TooMuchTextError
-from pipelines.ingest.parse import ParseLimits, parse_pdf, parse_pdf_outcome
+from pipelines.ingest.limits import ParseLimits
+from pipelines.ingest.parse import parse_pdf, parse_pdf_outcome
 from tests.pipelines import pdf_factory
 
 

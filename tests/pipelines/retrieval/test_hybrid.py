@@ -9,7 +9,7 @@ from pipelines.documents import PageText, Passage
 from pipelines.inputs import DocumentInput
 from pipelines.retrieval.bm25 import PassageIndex
 from pipelines.retrieval.hybrid import Fusion, HybridIndex, fuse, index_for
-from pipelines.retrieval.vectors import PassageVectors, passage_segments
+from pipelines.vectors import PassageVectors, passage_segments
 
 TEXTS = [
     "The supplier delivers the goods to the warehouse every month.",

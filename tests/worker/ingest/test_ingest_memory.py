@@ -26,7 +26,7 @@ from pathlib import Path
 from sqlalchemy.orm import sessionmaker
 from app.db.session import make_engine
 from pipelines.documents import PageText
-from pipelines.ingest.parse import ParseLimits
+from pipelines.ingest.limits import ParseLimits
 from pipelines.ingest.split import split_into_passages
 from worker.ingest.store import IngestOptions
 from worker.jobs.ingest import ingest_file

@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, Job, JobStatus
 from app.services import documents
-from pipelines.ingest.parse import ParseLimits
+from pipelines.ingest.limits import ParseLimits
 from tests.pipelines import pdf_factory
 from worker.ingest.store import (
     PRESENT,

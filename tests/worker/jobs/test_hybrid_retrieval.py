@@ -7,7 +7,7 @@ import pytest
 from pipelines.retrieval.bm25 import PassageIndex
 from pipelines.retrieval.evidence import DocumentSentences, sentence_evidence
 from pipelines.retrieval.hybrid import HybridIndex
-from pipelines.retrieval.vectors import PassageVectors
+from pipelines.vectors import PassageVectors
 from tests.pipelines.echo_model import make_document
 from tests.worker.paraphrased_contract import CONTRACT_PAGES, QUESTION
 from worker.model.vector_store import embed_passages

@@ -36,7 +36,7 @@ from app.display import display_name
 from app.errors import InvalidCollection, StoredFileError
 from app.services import collections, documents, jobs
 from pipelines.errors import DocumentError
-from pipelines.ingest.parse import ParseLimits, check_open_file
+from pipelines.ingest.limits import ParseLimits, check_open_file
 from worker.jobs import ingest as runner_ingest
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.db.models import Job, JobStatus
 from tests.pipelines import pdf_factory
-from worker.ingest.inbox import scan_inbox
+from worker.inbox import scan_inbox
 from worker.ingest.store import IngestOptions
 from worker.jobs import ingest as runner_ingest
 from worker.jobs import runner

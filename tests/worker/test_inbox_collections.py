@@ -10,8 +10,8 @@ from app.db.models import Job
 from app.services import collections
 from tests.pipelines import pdf_factory
 from tests.pipelines.echo_model import count_words
-from tests.worker.ingest.test_inbox import settle
-from worker.ingest.inbox import scan_inbox
+from tests.worker.test_inbox import settle
+from worker.inbox import scan_inbox
 from worker.ingest.store import IngestOptions
 from worker.jobs import ingest as runner_ingest
 
