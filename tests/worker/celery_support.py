@@ -42,18 +42,6 @@ def default_gguf() -> Path:
         pytest.skip(error.message)
 
 
-@pytest.fixture(scope="session")
-def converted_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default model converted once per session, shared by every worker process."""
-    from engine.gguf_convert import convert_gguf, ensure_tokenizer
-
-    gguf = default_gguf()
-    cache_dir = tmp_path_factory.mktemp("worker-model-cache")
-    convert_gguf(gguf, cache_dir)
-    ensure_tokenizer(gguf, cache_dir)
-    return cache_dir
-
-
 def redis_url_or_skip() -> str:
     """A Redis database that holds nothing (so flushing it afterwards harms no one)."""
     import redis

@@ -18,7 +18,6 @@ from tests.worker import celery_support
 from tests.worker.celery_support import Harness, worker_env
 
 # Fixtures shared with the Redis tests.
-converted_model_cache = celery_support.converted_model_cache
 start_worker = celery_support.start_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

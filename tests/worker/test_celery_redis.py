@@ -26,7 +26,6 @@ from tests.worker.test_celery_embedded import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
-converted_model_cache = celery_support.converted_model_cache
 start_worker = celery_support.start_worker
 # Short, so a task of a killed worker comes back within the test; longer than a summary here.
 SHORT_VISIBILITY_S = "20"

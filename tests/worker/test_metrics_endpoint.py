@@ -16,7 +16,6 @@ from tests.worker import celery_support
 from tests.worker.celery_support import Harness, worker_env
 from tests.worker.redis_server import redis_server, spare_port  # noqa: F401 (fixture)
 
-converted_model_cache = celery_support.converted_model_cache
 start_worker = celery_support.start_worker
 _SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$")
 PAGES = [

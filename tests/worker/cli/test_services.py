@@ -22,7 +22,6 @@ from tests.worker import celery_support
 from worker.cli import cli
 
 runner = CliRunner()
-converted_model_cache = celery_support.converted_model_cache
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from tests.worker.celery_support import Harness, WorkerProcess, worker_env
 from worker.ingest.store import IngestOptions
 from worker.jobs.ingest import ingest_file
 
-converted_model_cache = celery_support.converted_model_cache
 start_worker = celery_support.start_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

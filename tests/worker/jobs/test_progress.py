@@ -24,7 +24,6 @@ from worker.jobs import progress as job_progress
 from worker.jobs import runner
 from worker.model.adapter import EngineChatModel
 
-converted_model_cache = celery_support.converted_model_cache
 MAX_NEW_TOKENS = 160
 PAGES = [
     "Lease agreement.\nThe tenant pays rent of 1,200 dollars on the first day of each month. "

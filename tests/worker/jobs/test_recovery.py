@@ -24,7 +24,6 @@ from tests.pipelines import pdf_factory
 from tests.worker import celery_support
 from worker.jobs.recovery import fail_jobs_of_dead_processes, orphaned_jobs, prune_processed
 
-converted_model_cache = celery_support.converted_model_cache
 start_worker = celery_support.start_worker
 LONGDOC = str(Path(sys.executable).parent / "longdoc")
 

@@ -18,7 +18,6 @@ from worker.jobs import ingest as runner_ingest
 from worker.jobs import runner
 from worker.model.adapter import EngineChatModel
 
-converted_model_cache = celery_support.converted_model_cache
 MAX_NEW_TOKENS = 24
 PAGES = [
     "Discharge summary.\nThe patient received amoxicillin 500 mg three times daily.",

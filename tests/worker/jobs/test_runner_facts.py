@@ -21,8 +21,6 @@ from worker.jobs import facts as runner_facts
 from worker.jobs import ingest as runner_ingest
 from worker.jobs import runner
 
-converted_model_cache = celery_support.converted_model_cache
-
 
 @pytest.fixture
 def sessions(session: Session) -> sessionmaker[Session]:

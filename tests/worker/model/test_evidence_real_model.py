@@ -20,8 +20,6 @@ from tests.pipelines.contract_pdf import contract_pdf
 from tests.worker import celery_support
 from worker.model.adapter import EngineChatModel
 
-converted_model_cache = celery_support.converted_model_cache
-
 
 @pytest.mark.slow
 def test_the_default_model_answers_from_the_quoted_clause(
