@@ -12,6 +12,7 @@ need, but loses escape sequences and control characters: `terminal_text`.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), other two-character escapes, and their
 # one-byte C1 forms (0x9B CSI, 0x9D OSC).
@@ -44,3 +45,23 @@ def display_name_or_none(text: str | None) -> str | None:
 def terminal_text(text: str) -> str:
     """Text to print raw: line breaks and tabs kept, escape sequences and controls removed."""
     return _TEXT_UNSAFE.sub("", _ESCAPE_SEQUENCE.sub("", text.replace("\r\n", "\n")))
+
+
+def typed_text(text: str) -> str:
+    """Text a person typed (a question, a query, a name) as it reads: NFKC-normalized, so that a
+    composed and a decomposed "é" (or a full-width letter) are the same text, without the
+    invisible format characters (zero-width spaces and joiners, word joiners, soft hyphens, byte
+    order marks, bidi controls) and control characters, spaces collapsed. Empty when nothing
+    visible was typed: Python's str.strip() keeps U+200B, so a question of zero-width spaces
+    would otherwise pass an emptiness check."""
+    text = unicodedata.normalize("NFKC", _ESCAPE_SEQUENCE.sub("", text))
+    visible = "".join(
+        " " if char.isspace() else char
+        for char in text
+        if char.isspace() or unicodedata.category(char) not in _INVISIBLE_CATEGORIES
+    )
+    return " ".join(visible.split())
+
+
+# Format (Cf: zero-width, bidi, soft hyphen), control (Cc), surrogate and unassigned code points.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Cn", "Co"})

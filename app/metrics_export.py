@@ -88,7 +88,7 @@ def registry_for(settings: Settings) -> Any:
 
 
 def start_exporter(settings: Settings, *, port: int | None = None) -> int | None:
-    """Serve /metrics on `port` (default LONGDOC_METRICS_PORT) on all addresses, once per
+    """Serve /metrics on `port` (default LONGDOC_METRICS_PORT) at LONGDOC_METRICS_HOST, once per
     process and port; returns the port, or None when off or the port is taken (logged: metrics
     are never a reason for a worker or the UI not to run)."""
     port = port if port is not None else settings.metrics_port
@@ -101,10 +101,12 @@ def start_exporter(settings: Settings, *, port: int | None = None) -> int | None
 
         metrics.get()  # every series from the start, at zero, not only once first recorded
         try:
-            server, _thread = start_http_server(port, registry=registry_for(settings))
+            server, _thread = start_http_server(
+                port, addr=settings.metrics_host, registry=registry_for(settings)
+            )
         except OSError as error:
             logger.warning("metrics not served: port %d unavailable (%s)", port, error.strerror)
             return None
         _started[port] = server
-        logger.info("metrics served on port %d", port)
+        logger.info("metrics served on %s port %d", settings.metrics_host, port)
         return port

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     # not served. One process per port: `longdoc up` gives its worker this port, its ingest
     # worker the next one and the UI the one after.
     metrics_port: int | None = Field(default=None, gt=0, lt=65536)
+    # The address they listen on: this machine only, like the UI; a scraper on another host (the
+    # compose stack's Prometheus) needs "0.0.0.0" or the host's own address.
+    metrics_host: str = "127.0.0.1"
 
     @model_validator(mode="before")
     @classmethod

@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Collection, CollectionAnswer, CollectionDocument, Document
-from app.display import display_name
+from app.display import display_name, typed_text
 from app.errors import InvalidCollection
 
 MAX_NAME_CHARS = 200
@@ -30,9 +30,13 @@ class CollectionSummary:
 
 
 def _checked_name(session: Session, name: str, *, renaming: int | None = None) -> str:
-    clean = " ".join(display_name(name).split())
+    clean = typed_text(display_name(name))
     if not clean:
-        raise InvalidCollection("A collection needs a name.")
+        raise InvalidCollection(
+            "A collection needs a name with at least one visible character."
+            if name.strip()
+            else "A collection needs a name."
+        )
     if len(clean) > MAX_NAME_CHARS:
         raise InvalidCollection(f"A collection's name has at most {MAX_NAME_CHARS} characters.")
     taken = find_collection(session=session, name=clean)
@@ -72,13 +76,19 @@ def get_collection(*, session: Session, collection_id: int) -> Collection | None
 
 
 def find_collection(*, session: Session, name: str) -> Collection | None:
-    """The collection with this name (spaces collapsed; exact, then ignoring case)."""
-    clean = " ".join(name.split())
+    """The collection with this name: exact, then the same as a person reads it (Unicode
+    normalized, invisible characters and case aside: "Café" typed composed or decomposed, or
+    "CAFÉ", is one name). Compared here rather than in SQL, whose lower() is ASCII-only on
+    SQLite; a library holds few collections."""
+    clean = typed_text(name)
     found = session.scalars(select(Collection).where(Collection.name == clean)).first()
-    if found is not None:
+    if found is not None or not clean:
         return found
-    lowered = select(Collection).where(func.lower(Collection.name) == clean.lower())
-    return session.scalars(lowered).first()
+    key = clean.casefold()
+    for collection in session.scalars(select(Collection).order_by(Collection.id)):
+        if typed_text(collection.name).casefold() == key:
+            return collection
+    return None
 
 
 def list_collections(*, session: Session) -> list[CollectionSummary]:

@@ -120,13 +120,29 @@ def render_export(columns: Sequence[str], rows: Sequence[dict[str, Any]], suffix
     """The table as CSV (a header row, then a row per document) or JSON (a list of objects)."""
     if suffix == ".csv":
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
+        # RFC 4180 line ends: a cell holding a line break or carriage return is then quoted.
+        writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\r\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(
+            {name: spreadsheet_safe(value) for name, value in row.items()} for row in rows
+        )
         return buffer.getvalue()
     if suffix == ".json":
         return json.dumps([dict(row) for row in rows], indent=1, ensure_ascii=False) + "\n"
     raise _unknown_format(suffix)
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: one that begins with =, +, -, @, a tab or a
+    carriage return (a PDF title or file name can: '=HYPERLINK("http://x.example", "y")') gets a
+    leading apostrophe, as OWASP's advice on CSV injection says, so it is never run as a
+    formula. Numbers stay numbers; JSON exports stay verbatim."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _unknown_format(suffix: str) -> UnknownExportFormat:

@@ -55,6 +55,22 @@ def test_create_rename_and_names_that_cannot_be_used(session: Session) -> None:
     ]
 
 
+def test_names_that_look_the_same_are_the_same_name(session: Session) -> None:
+    composed = collections.create_collection(session=session, name="Caf\u00e9 matters")
+    assert composed.name == "Café matters"
+    # "e" + combining acute: displays the same; NFKC makes it the composed name.
+    with pytest.raises(InvalidCollection, match="already a collection"):
+        collections.create_collection(session=session, name="Cafe\u0301 matters")
+    # Case aside beyond ASCII (SQLite's lower() would miss "É"), and a zero-width space inside.
+    with pytest.raises(InvalidCollection, match="already a collection"):
+        collections.create_collection(session=session, name="CAF\u00c9 \u200bMATTERS")
+    assert collections.find_collection(session=session, name="café MATTERS").id == composed.id
+    with pytest.raises(InvalidCollection, match="at least one visible character"):
+        collections.create_collection(session=session, name="\u200b\u200c\u2060\ufeff")
+    decomposed_new = collections.create_collection(session=session, name="Re\u0301sume\u0301s")
+    assert decomposed_new.name == "Résumés"
+
+
 def test_a_document_in_several_collections_added_once_each(session: Session) -> None:
     lease = store(session, "Office Lease", [FILLER])
     supply = store(session, "Supply Agreement", [FILLER])

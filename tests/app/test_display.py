@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.display import display_name, display_name_or_none, terminal_text
+from app.display import display_name, display_name_or_none, terminal_text, typed_text
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,12 @@ def test_display_name_or_none() -> None:
 def test_terminal_text_keeps_lines_and_right_to_left_marks() -> None:
     text = "First line\x1b[2J\nשלום\u200f world\tTab\r\nEnd\x07"
     assert terminal_text(text) == "First line\nשלום\u200f world\tTab\nEnd"
+
+
+def test_typed_text_reads_as_a_person_sees_it() -> None:
+    assert typed_text("Cafe\u0301  matters ") == "Café matters"  # NFKC composes the accent
+    assert typed_text("\uff37hich law?") == "Which law?"  # full-width letters
+    assert typed_text("gov\u00aderning\u200b law\u2060") == "governing law"  # soft hyphen, ZW
+    assert typed_text("\u200b\u200c\u200d\u2060\ufeff") == ""  # nothing visible was typed
+    assert typed_text("line\none\ttwo\x07") == "line one two"
+    assert typed_text("\u202eevil") == "evil"  # a bidi override is invisible too

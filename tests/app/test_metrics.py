@@ -132,6 +132,8 @@ def test_the_exporter_serves_the_queue_depth_of_the_embedded_broker(tmp_path: Pa
 
     assert metrics_export.start_exporter(settings) == port
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    # This machine only, like the UI: the socket is bound to the loopback address.
+    assert metrics_export._started[port].server_address[0] == "127.0.0.1"
 
     assert 'longdoc_queue_depth{queue="ingest"} 0.0' in text
     assert "longdoc_generated_tokens_total" in text
