@@ -26,7 +26,9 @@ lengths) and sections (8 prompts of about 1,000 tokens, 128 new tokens each, bat
 after another). Every part writes its full length (bench._engine_runs.fixed_length).
 
 Every GPU time is taken after torch.cuda.synchronize (the engine synchronizes at the end of
-every step; generate's outputs are read back). Results: bench/results/generate_<label>.md/.json.
+every step; generate's outputs are read back). Results: bench/results/generate_<label>.json, the
+label h200 or cpu by default, with .compile appended under --compile (bench/results/README.md);
+the .md beside it is written by hand from the JSON files.
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", default="auto", help="the engine's attention backend")
     parser.add_argument("--compile", action="store_true", help="torch.compile the layers")
     parser.add_argument("--no-graphs", action="store_true", help="decode without CUDA graphs")
-    parser.add_argument("--label", help="results file label (default from the device)")
+    parser.add_argument(
+        "--label", help="results file: generate_<label>.json (default h200 or cpu, + .compile)"
+    )
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--prompt-tokens", type=int, default=4096)
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "bench-cache")
@@ -67,6 +71,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wheels", default="none", help="which carried wheel set (for the report)")
     parser.add_argument("--profile", action="store_true", help="cProfile each part (host time)")
     return parser.parse_args(argv)
+
+
+def default_label(device: torch.device, compiled: bool) -> str:
+    """The current result's name in bench/results: a compiled run beside the eager one."""
+    label = "h200" if device.type == "cuda" else "cpu"
+    return f"{label}.compile" if compiled else label
 
 
 def sync(device: torch.device) -> None:
@@ -338,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"hardware": hardware(device), "args": vars(args) | {"cache_dir": None}}
     results["args"]["out_dir"] = None
     results["wheels"] = args.wheels
-    label = args.label or ("h200" if device.type == "cuda" else "cpu")
+    label = args.label or default_label(device, args.compile)
     out = args.out_dir / f"generate_{label}.json"
     if device.type == "cuda":
         model = random_hf_model("llama3-8b-random", device=device, dtype=torch.bfloat16)

@@ -17,7 +17,8 @@ as transformers itself is in that precision. Variants: each attention backend an
 (including one that is not a multiple of the 128-token mask block), a prompt whose first half
 comes from the prefix cache, and greedy decoding (each generated token must be the reference's
 argmax or within the transformers dtype's largest logit error of it, teacher-forced).
-Exit status 1 if any variant fails. Results: bench/results/prefill_<label>_logits.md/.json.
+Exit status 1 if any variant fails. Results: bench/results/gpu_check_<label>.md/.json (label h200,
+or the device, by default).
 """
 
 from __future__ import annotations
@@ -275,8 +276,8 @@ def _write(args, meta: dict, results: list[dict]) -> None:
         "h200" if "H200" in str(meta.get("gpu_name")) else meta["device"].split(":")[0]
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    base = args.out / f"prefill_{label}_logits"
-    base.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    base = args.out / f"gpu_check_{label}"  # a label may hold a dot (h200.8b): no with_suffix
+    Path(f"{base}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     lines = [
         f"# Engine logits vs transformers: {label}\n\n",
         "\n\n".join(__doc__.split("\n\n")[2:5]) + "\n\n",
@@ -296,7 +297,7 @@ def _write(args, meta: dict, results: list[dict]) -> None:
             f"| {r['variant']} | {'' if err is None else f'{err:.3e}'} | "
             f"{'' if vs_hf is None else f'{vs_hf:.3e}'} {extra} | {'yes' if r['ok'] else '**no**'} |\n"
         )
-    base.with_suffix(".md").write_text("".join(lines))
+    Path(f"{base}.md").write_text("".join(lines))
     print("".join(lines))
 
 

@@ -133,7 +133,7 @@ class FlexBackend(AttentionBackend):
             enable_gqa=is_gqa,
             # Also for fewer queries than a block: without options, Inductor's lowering of a
             # compiled engine's chunk tail (96 queries after 4 chunks of 1,000, head dim 128,
-            # H200) found no valid kernel config (bench/results/prefill_h200_small_compile_logits.md).
+            # H200) found no valid kernel config (bench/results/gpu_check_h200.md).
             kernel_options=self.kernel_options,
         )  # [1, H, T, D]
         return out[0].transpose(0, 1)
