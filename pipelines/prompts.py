@@ -170,18 +170,6 @@ def combine_messages(
     return _messages(header + "\n\n" + "\n\n".join(lines) + TASK_SEPARATOR + task)
 
 
-def summary_task_text(template: Template) -> str:
-    """Every instruction the summary path gives the model for `template` (system prompt, the
-    one-pass, section and combine tasks), without any document text: a summary sentence made
-    only of these words repeats the instructions (pipelines.summary.support)."""
-    conversations = [
-        summary_messages("", template),
-        section_messages("", template, 1, 2),
-        combine_messages(None, template, []),
-    ]
-    return "\n".join(m["content"] for messages in conversations for m in messages)
-
-
 def question_messages(block: str, question: str) -> list[dict[str, str]]:
     """Answer one question; the question comes last, so all before it is a shared prefix."""
     task = (

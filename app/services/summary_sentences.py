@@ -15,12 +15,34 @@ NOTES = {
 }
 
 
-# Shown instead of a summary whose text was checked and holds no statement at all.
-NOTHING_STATED = (
-    "The model's summary states nothing that can be checked against the document (no full "
-    "sentence: a heading or a copied signature block at most). The key passages quote the "
-    "document itself."
+_NOTHING = "The model's summary states nothing that can be checked against the document"
+# Shown instead of a checked summary none of whose sentences rests on the document.
+NONE_SUPPORTED = (
+    "No sentence of the model's summary rests on a passage of the document; each is set apart "
+    "below with the reason."
 )
+
+
+def nothing_stated(stats: dict[str, Any] | None) -> str:
+    """Why a checked summary shows no sentence of the model's, in plain words: it wrote back
+    its instructions (pipelines.prompt_echo left them out), or no full sentence at all."""
+    if (stats or {}).get("num_prompt_sentences_dropped"):
+        return (
+            f"{_NOTHING}: it repeated its own instructions, which are left out, and wrote no "
+            "full sentence about the document."
+        )
+    return f"{_NOTHING}: it wrote no full sentence, only headings or fragments if anything."
+
+
+def quoted_instead(*, has_lead: bool, has_key_passages: bool) -> str:
+    """What the reader has from the document itself when the model's summary gives nothing:
+    the key facts and the key passages shown above it (empty when there are neither)."""
+    shown = [
+        name for name, has in (("key facts", has_lead), ("key passages", has_key_passages)) if has
+    ]
+    if not shown:
+        return ""
+    return f"The {' and '.join(shown)} above are quoted from the document itself."
 
 
 def was_checked(stats: dict[str, Any] | None) -> bool:

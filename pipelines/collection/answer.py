@@ -5,7 +5,9 @@ The caller ranks passages across the collection (the database's full text fused 
 pipelines.retrieval.library_ranking) and hands over the best ones with their documents. From each document
 the sentences that match the question best are quoted (pipelines.retrieval.evidence); the prompt holds the
 passages, document by document under page markers naming the document, then the quotes, then the
-question. The answer is checked as for one document (pipelines.answer.check's statuses): kept
+question (prompts.py). The model's sentences that repeat a prompt are dropped first, so none
+is stored or shown (pipelines.prompt_echo). The rest is checked as for one document
+(pipelines.answer.check's statuses): kept
 when every date, number, amount, place and name it states is in the quotes or the documents,
 else the best quote stands in its place. Citations are the model's when they name a document
 and page it was given; else the quotes' documents and pages, in a "Sources:" line.
@@ -21,6 +23,7 @@ from typing import Any
 from pipelines.answer.check import NO_ANSWER, QUOTED, SUPPORTED, UNCHECKED, UNSUPPORTED
 from pipelines.answer.support import check_support
 from pipelines.citations import remove_citations
+from pipelines.collection.prompts import answer_messages
 from pipelines.collection.sources import (
     CitedPage,
     SourceDocument,
@@ -35,7 +38,8 @@ from pipelines.collection.sources import (
 from pipelines.documents import Passage
 from pipelines.errors import ContextTooSmallError
 from pipelines.model_calls import CallLog, fits
-from pipelines.prompts import TASK_SEPARATOR, render_passages
+from pipelines.prompt_echo import drop_prompt_sentences
+from pipelines.prompts import render_passages
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.repetition import before_loop
 from pipelines.retrieval.evidence import sentence_evidence
@@ -49,17 +53,6 @@ QUOTES_PER_DOCUMENT = 2
 # of several documents are what a small model can use.
 MAX_PROMPT_TOKENS = 3072
 MAX_QUOTES = 6
-SYSTEM_PROMPT = (
-    "You are LongDoc, a careful assistant for legal and medical documents. "
-    "Use only facts stated in the documents you are given. "
-    "Each page of text starts with a marker naming its document and page, such as "
-    "[Master Services Agreement, p. 14]; cite the pages you use in that form."
-)
-INSTRUCTIONS = (
-    "Answer the question below in a few sentences, using only these quotes and the documents "
-    "above, and cite every document and page you used in the same form as the quotes."
-)
-NOT_STATED = "If they do not say, answer that the documents do not say."
 NO_ANSWER_TEXT = "No document of this collection seems to answer this: no passage matches it."
 
 
@@ -107,11 +100,13 @@ def answer_across(
     calls = CallLog(model)
     raw = calls.run("answer", messages, max_new_tokens=max_new_tokens, on_progress=on_progress)
     allowed = _allowed_pages(chosen, documents)
-    status, text, model_text, cited, num_invalid, source = _judge(
-        raw, quotes, chosen, documents, allowed
-    )
+    texts = _documents_text(chosen, documents)
+    # Nothing of the prompt is kept or shown, not even beside a fallback (pipelines.prompt_echo).
+    written, num_echoes = drop_prompt_sentences(raw.strip(), document=texts)
+    status, text, model_text, cited, num_invalid, source = _judge(written, texts, quotes, allowed)
     stats = calls.stats()
     stats |= {
+        "num_prompt_sentences_dropped": num_echoes,
         "support": status,
         "citation_source": source,
         "num_invalid_citations": num_invalid,
@@ -141,24 +136,6 @@ def _quotes(question, ranked, documents, embedder) -> list[SourceQuote]:
     return quotes[:MAX_QUOTES]
 
 
-def quote_lines(quotes: Sequence[SourceQuote]) -> str:
-    return "\n".join(
-        f'{cite(q.label, q.evidence.page)} "{" ".join(q.evidence.text.split())}"' for q in quotes
-    )
-
-
-def _messages(body: str, quotes: Sequence[SourceQuote], question: str) -> list[dict[str, str]]:
-    listed = quote_lines(quotes) or "(No sentence of the documents shares a word with it.)"
-    task = (
-        f"Sentences quoted from the documents that bear on the question:\n{listed}\n\n"
-        f"{INSTRUCTIONS} {NOT_STATED}\nQuestion: {question.strip()}"
-    )
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": body + TASK_SEPARATOR + task},
-    ]
-
-
 def _body(chosen: Sequence[RankedPassage], documents: dict[int, SourceDocument]) -> str:
     """Each document's chosen passages under its name, documents in rank order."""
     order: dict[int, list[Passage]] = {}
@@ -174,7 +151,7 @@ def _body(chosen: Sequence[RankedPassage], documents: dict[int, SourceDocument])
 
 def _prompt(question, ranked, documents, quotes, model, max_new_tokens, max_prompt_tokens):
     """As many of the best passages as fit with the quotes and the question, and the prompt."""
-    empty = _messages("", quotes, question)
+    empty = answer_messages("", quotes, question)
     context = min(model.max_context_tokens - max_new_tokens, max_prompt_tokens)
     budget = context - model.count_chat_tokens(empty)
     chosen, used = [], 0
@@ -185,7 +162,7 @@ def _prompt(question, ranked, documents, quotes, model, max_new_tokens, max_prom
         chosen.append(r)
         used += cost
     while chosen:
-        messages = _messages(_body(chosen, documents), quotes, question)
+        messages = answer_messages(_body(chosen, documents), quotes, question)
         if fits(model, messages, max_new_tokens) and (
             len(chosen) == 1 or model.count_chat_tokens(messages) <= max_prompt_tokens
         ):
@@ -205,14 +182,20 @@ def _allowed_pages(chosen, documents) -> dict[str, tuple[int, set[int]]]:
     return allowed
 
 
-def _judge(raw, quotes, chosen, documents, allowed):
-    """(status, text, model text kept beside a fallback, citations, invalid count, source)."""
-    usable = before_loop(raw.strip()).strip()
-    texts = {r.document_id: documents[r.document_id].sentences.text for r in chosen}
+def _documents_text(chosen, documents) -> str:
+    """The texts of the documents in the prompt, each once, in rank order."""
+    document_ids = dict.fromkeys(r.document_id for r in chosen)
+    return "\n\n".join(documents[document_id].sentences.text for document_id in document_ids)
+
+
+def _judge(written, texts, quotes, allowed):
+    """(status, text, model text kept beside a fallback, citations, invalid count, source) for
+    the model's answer without its prompt echoes (`written`), against the documents' `texts`."""
+    usable = before_loop(written).strip()
     quote_texts = [q.evidence.text for q in quotes]
     if usable:
         claims_text = remove_citations(remove_source_citations(usable))
-        check = check_support(claims_text, quote_texts, "\n\n".join(texts.values()))
+        check = check_support(claims_text, quote_texts, texts)
         if check.is_supported:
             status = SUPPORTED if check.num_claims else UNCHECKED
             cited, num_invalid = parse_source_citations(usable, allowed)
@@ -225,11 +208,11 @@ def _judge(raw, quotes, chosen, documents, allowed):
     else:
         status = QUOTED
     if not quotes:
-        return NO_ANSWER, NO_ANSWER_TEXT, raw or None, [], 0, "none"
+        return NO_ANSWER, NO_ANSWER_TEXT, written or None, [], 0, "none"
     best = quotes[0]
     text = f'"{" ".join(best.evidence.text.split())}" (quoted from {cite(best.label, best.evidence.page)})'
     cited = [CitedPage(best.document_id, best.label, best.evidence.page)]
-    return status, text, raw or None, cited, 0, "quote"
+    return status, text, written or None, cited, 0, "quote"
 
 
 def _quote_pages(quotes: Sequence[SourceQuote]) -> list[CitedPage]:

@@ -10,7 +10,8 @@ on either side, page-marked, then those sentences quoted and the question
 around it: the excerpts are a third of the passages' tokens, and the prefill of 50 prompts is
 most of the job's time on a CPU (bench/results/collection_question.md). All those
 prompts go to the model in ONE ChatModel.complete_many call, which the engine batches. Each
-answer is checked as a one-document answer is (pipelines.answer.check.judge_answer); when it
+answer, its sentences that repeat the prompt dropped (pipelines.prompt_echo), is checked as a
+one-document answer is (pipelines.answer.check.judge_answer); when it
 falls back, the row's answer is the best quote.
 """
 
@@ -27,6 +28,7 @@ from pipelines.answer.prompts import quoted_question_messages, task_words
 from pipelines.collection.answer import CollectionResult
 from pipelines.collection.sources import CitedPage, SourceDocument, SourceQuote
 from pipelines.model_calls import CallLog, fits
+from pipelines.prompt_echo import drop_prompt_sentences
 from pipelines.prompts import GAP_MARKER, document_block, render_span
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.retrieval.bm25 import PassageIndex
@@ -91,9 +93,13 @@ def answer_each(
     outputs = calls.run_many(
         "answer", [m for _, _, m in asked], max_new_tokens=max_new_tokens, on_progress=on_progress
     )
+    num_echoes = 0
     for (source, quotes, _), output in zip(asked, outputs, strict=True):
+        # A sentence that repeats the prompt is no part of the answer (pipelines.prompt_echo).
+        written, dropped = drop_prompt_sentences(output, document=source.sentences.text)
+        num_echoes += dropped
         verdict = judge_answer(
-            output,
+            written,
             quotes,
             source.sentences,
             source.document.passages,
@@ -113,7 +119,12 @@ def answer_each(
     ordered = [rows[source.document_id] for source in documents]
     stats = calls.stats()
     num_facts = sum(row.source == FACT for row in ordered)
-    stats |= {"num_documents": len(ordered), "num_from_facts": num_facts, "num_asked": len(asked)}
+    stats |= {
+        "num_documents": len(ordered),
+        "num_from_facts": num_facts,
+        "num_asked": len(asked),
+        "num_prompt_sentences_dropped": num_echoes,
+    }
     logger.info(
         "collection table done: documents=%d from_facts=%d asked=%d",
         len(ordered), num_facts, len(asked),

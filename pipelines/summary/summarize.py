@@ -12,7 +12,10 @@ that do, those section sentences under their pages are the summary. When they ar
 combine at once they are combined in groups, level by level, at most `max_combine_levels` levels
 deep. The result says which path was taken.
 
-Either way, every sentence of the final summary is then checked against the document
+Either way, a sentence that repeats a prompt ("This is one part of a longer contract.", "Paste
+your answer here.") is dropped from whatever the model writes, a section summary, a group's or
+the whole summary, before it is combined or stored (pipelines.prompt_echo; the stats count them).
+Every sentence of the final summary is then checked against the document
 (pipelines.summary.support): its quotes with their pages, and whether it is supported.
 """
 
@@ -27,6 +30,7 @@ from typing import Any
 from pipelines.errors import ContextTooSmallError
 from pipelines.inputs import DocumentInput
 from pipelines.model_calls import CallLog, fits
+from pipelines.prompt_echo import drop_prompt_sentences
 from pipelines.prompts import (
     Template,
     choose_template,
@@ -37,7 +41,6 @@ from pipelines.prompts import (
     render_span,
     section_messages,
     summary_messages,
-    summary_task_text,
 )
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.repetition import before_loop, is_looping
@@ -114,6 +117,7 @@ def summarize(
         raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     template = choose_template(document.kind, document.pages)
     calls = CallLog(model)
+    echoes = _PromptEchoes(DocumentSentences(document.pages))
     messages = summary_messages(
         document_block(document.title, render_pages(document.pages)), template
     )
@@ -127,9 +131,10 @@ def summarize(
         )
         logger.info("summary done: method=one_pass calls=%d", len(calls.calls))
         text, stats = _before_loop(text, calls.stats())
+        text = echoes.clean(text)
+        stats["num_prompt_sentences_dropped"] = echoes.num_dropped
         result = SummaryResult(text, "one_pass", 0, [], stats, template.name)
-        sentences = DocumentSentences(document.pages)
-        checked = _check(result.text, document, template, sentences, index, embedder)
+        checked = _check(result.text, document, echoes.sentences, index, embedder)
         return _with_support(result, checked)
     section_new = section_max_new_tokens or max(_MIN_SECTION_NEW_TOKENS, max_new_tokens // 2)
     sections = _fitting_sections(document, model, template, section_new, max_section_tokens)
@@ -153,28 +158,35 @@ def summarize(
         on_tokens=progress.writing("sections"),
     )
     parts = [
-        (section.first_page, section.last_page, text.strip())
+        (section.first_page, section.last_page, echoes.clean(text))
         for section, text in zip(sections, texts, strict=True)
     ]
     for _ in sections:  # one call each, done together
         progress.step()
-    sentences = DocumentSentences(document.pages)
+    sentences = echoes.sentences
     # Evidence first: only the section sentences that rest on the document are combined.
-    supported = _supported_parts(parts, document, template, sentences, index, embedder)
+    supported = _supported_parts(parts, document, sentences, index, embedder)
     evidenced = [(first, last, " ".join(kept)) for first, last, kept in supported]
-    text = _combine(
-        document.title, template, evidenced or parts, model, calls, progress,
-        max_new_tokens=max_new_tokens, group_new_tokens=section_new,
-        max_levels=max_combine_levels,
-    )  # fmt: skip
+    said = evidenced or [part for part in parts if part[2]]
+    if said:
+        text = _combine(
+            document.title, template, said, model, calls, progress, echoes,
+            max_new_tokens=max_new_tokens, group_new_tokens=section_new,
+            max_levels=max_combine_levels,
+        )  # fmt: skip
+    else:  # every section summary was a prompt's words: nothing to combine
+        progress.add(-1)
+        text = ""
     text, stats = _before_loop(text, calls.stats())
+    text = echoes.clean(text)
+    stats["num_prompt_sentences_dropped"] = echoes.num_dropped
     stats["num_supported_section_sentences"] = sum(len(kept) for _, _, kept in supported)
-    checked = _check(text, document, template, sentences, index, embedder)
+    checked = _check(text, document, sentences, index, embedder)
     if supported and not any(c.status == SUPPORTED for c in checked):
         # The combine kept nothing the document supports: the sections' supported sentences,
         # each under its pages, are the summary instead.
         text = _section_text(supported)
-        checked = _check(text, document, template, sentences, index, embedder)
+        checked = _check(text, document, sentences, index, embedder)
         stats["combine_replaced_by_sections"] = True
     logger.info(
         "summary done: method=hierarchical sections=%d calls=%d", len(sections), len(calls.calls)
@@ -194,19 +206,25 @@ def summarize(
 def _check(
     text: str,
     document: DocumentInput,
-    template: Template,
     sentences: DocumentSentences,
     index: PassageRanker | None,
     embedder: Embedder | None,
 ) -> list[SentenceSupport]:
-    return check_summary(
-        text,
-        sentences,
-        document.passages,
-        index=index,
-        embedder=embedder,
-        echo_of=summary_task_text(template),
-    )
+    return check_summary(text, sentences, document.passages, index=index, embedder=embedder)
+
+
+class _PromptEchoes:
+    """Drops the sentences that repeat a prompt from each text the model writes
+    (pipelines.prompt_echo), counting them for the stats."""
+
+    def __init__(self, sentences: DocumentSentences) -> None:
+        self.sentences = sentences
+        self.num_dropped = 0
+
+    def clean(self, text: str) -> str:
+        kept, num_dropped = drop_prompt_sentences(text.strip(), document=self.sentences.text)
+        self.num_dropped += num_dropped
+        return kept.strip()
 
 
 def _before_loop(text: str, stats: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -229,22 +247,20 @@ def _with_support(result: SummaryResult, checked: list[SentenceSupport]) -> Summ
 def _supported_parts(
     parts: list[tuple[int, int, str]],
     document: DocumentInput,
-    template: Template,
     sentences: DocumentSentences,
     index: PassageRanker | None,
     embedder: Embedder | None,
 ) -> list[tuple[int, int, list[str]]]:
     """Each section summary's supported sentences (pipelines.summary.support), each citing the
     page of its quote, with the section's pages; sections with none are left out. A small
-    model's section summary often repeats its instructions ("This is one part of a longer court
-    opinion.") or names what the section does not say, and the combine would carry that into
-    the whole summary."""
+    model's section summary often names what the section does not say, and the combine would
+    carry that into the whole summary."""
     kept = []
     said: set[str] = set()
     for first, last, text in parts:
         good: list[str] = []
         # summary_sentences has left out this section's own repeats and loop copies already.
-        for checked in _check(text, document, template, sentences, index, embedder):
+        for checked in _check(text, document, sentences, index, embedder):
             if checked.status != SUPPORTED or checked.text in said:  # said in another section
                 continue
             said.add(checked.text)
@@ -349,6 +365,7 @@ def _combine(
     model: ChatModel,
     calls: CallLog,
     progress: _Progress,
+    echoes: _PromptEchoes,
     *,
     max_new_tokens: int,
     group_new_tokens: int,
@@ -393,7 +410,9 @@ def _combine(
             if len(group) == 1:
                 next_parts.append(group[0])
                 continue
-            next_parts.append((group[0][0], max(last for _, last, _ in group), next(texts).strip()))
+            # A group's summary is cleaned of prompt echoes before it is combined again.
+            merged_text = echoes.clean(next(texts))
+            next_parts.append((group[0][0], max(last for _, last, _ in group), merged_text))
         for _ in merged:
             progress.step()
         parts = next_parts

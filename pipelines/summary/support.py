@@ -11,13 +11,13 @@ here it runs per sentence of the summary:
    (pipelines.retrieval.evidence, by meaning too with an embedder): its quotes;
 2. every name, number, date and place the sentence states is looked up in its quotes, then in
    the document (pipelines.answer.support): one found nowhere makes the sentence "unsupported";
-3. a sentence of three or more content words, all of them words of the summary's own
-   instructions ("This is one part of a longer court opinion.", or "Cover the text briefly"
-   for "briefly"), repeats the prompt: it has no evidence, whatever the document holds;
-4. otherwise the sentence is "supported" when its quotes carry its content: at least
+3. otherwise the sentence is "supported" when its quotes carry its content: at least
    MIN_TERM_SHARE of its content words (BM25 stems, the words a summary says about the
    document itself aside), or, with an embedder, a cosine of at least MIN_COSINE with its best
    quote. Else it is "no_evidence": nothing false found, but nothing to check it against.
+
+A sentence that repeats the prompt never gets here: pipelines.summary.summarize drops it from
+the model's text first (pipelines.prompt_echo), so it is neither checked nor stored.
 
 The summary shown puts the page of its best quote after each supported sentence and sets the
 others apart, so every sentence a reader takes from it can be checked on a cited page.
@@ -51,12 +51,6 @@ MIN_TERM_SHARE = 0.5
 # above the loosest paraphrases rather than let those through).
 MIN_COSINE = 0.7
 NUM_PASSAGES = 4
-# A sentence of at least this many content words, all from the instructions, echoes them (fewer,
-# such as "The court affirmed.", may be a true sentence in the instructions' words).
-MIN_ECHO_TERMS = 3
-# A word of the sentence and one of the instructions, one the other's start, of at least this
-# many letters, are the same word to the echo rule.
-MIN_PREFIX_CHARS = 4
 NUM_QUOTES = 2
 # Shorter than this (a heading, "In summary:") is no sentence to check.
 MIN_SENTENCE_CHARS = 20
@@ -105,23 +99,16 @@ def check_summary(
     *,
     index: PassageRanker | None = None,
     embedder: Embedder | None = None,
-    echo_of: str = "",
 ) -> list[SentenceSupport]:
     """The summary `text` cut into sentences, each checked against the document (module doc).
     `index` ranks `passages` (hybrid where the caller has the embeddings); `embedder` is the
-    one that made them, used for the sentences' meaning too. `echo_of`: the instructions the
-    model was given (pipelines.prompts.summary_task_text)."""
+    one that made them, used for the sentences' meaning too."""
     ranker = index if index is not None else PassageIndex(passages)
     facts = FactIndex(sentences.text)
-    instructions = set(terms(echo_of))
     checked = []
     for claim in summary_sentences(text):
         query = claim
-        own = set(terms(query))
-        if len(own) >= MIN_ECHO_TERMS and _all_instruction_words(own, instructions):
-            checked.append(SentenceSupport(claim, NO_EVIDENCE, []))
-            continue
-        wanted = own - _META_TERMS
+        wanted = set(terms(query)) - _META_TERMS
         quotes = sentence_evidence(
             ranker.rank(query, NUM_PASSAGES), query, sentences, k=NUM_QUOTES, embedder=embedder
         )
@@ -139,20 +126,6 @@ def check_summary(
         status = SUPPORTED if quotes and close else NO_EVIDENCE
         checked.append(SentenceSupport(claim, status, quotes, [], round(share, 3), cosine))
     return checked
-
-
-def _all_instruction_words(own: set[str], instructions: set[str]) -> bool:
-    """Whether every term is an instruction's term, or shares its first MIN_PREFIX_CHARS+
-    letters whole with one ("brief" and "briefly" stem apart)."""
-    for term in own - instructions:
-        if len(term) <= 2:  # "s" of "court's": no word of its own
-            continue
-        if len(term) < MIN_PREFIX_CHARS or not any(
-            len(word) >= MIN_PREFIX_CHARS and (word.startswith(term) or term.startswith(word))
-            for word in instructions
-        ):
-            return False
-    return True
 
 
 def summary_sentences(text: str) -> list[str]:

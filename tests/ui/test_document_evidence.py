@@ -224,3 +224,56 @@ def test_a_checked_summary_with_no_statement_says_so_instead_of_its_fragments(
     assert "states nothing that can be checked against the document" in text
     assert "ACME HOLDINGS" not in text
     assert "Written before summaries were checked." in _text(_open(app_test, old_id))
+
+
+def test_a_summary_that_only_repeated_its_prompt_keeps_its_lead_and_says_so(
+    app_test, ui_settings, sessions
+) -> None:
+    parties = _quote(1, "Lease between Acme and Beta.")
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Office Lease", pages=PAGES)
+        # Every sentence the model wrote was its own instructions: dropped, none to check.
+        add_summary(
+            session,
+            document.id,
+            "",
+            stats={"num_summary_sentences": 0, "num_prompt_sentences_dropped": 5},
+            key_passages=[RENT, LAW],
+            lead=[{"text": "Parties: Acme; Beta.", "status": "supported", "quotes": [parties]}],
+        )
+        session.commit()
+        document_id = document.id
+    text = _text(_open(app_test, document_id))
+    assert "Parties: Acme; Beta. (p. 1)" in text
+    assert "The rent is 900 dollars a month." in text  # a key passage
+    assert (
+        "it repeated its own instructions, which are left out, and wrote no full sentence "
+        "about the document. The key facts and key passages above are quoted from the document "
+        "itself."
+    ) in text
+
+
+def test_a_summary_with_no_supported_sentence_says_so_plainly(
+    app_test, ui_settings, sessions
+) -> None:
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Office Lease", pages=PAGES)
+        add_summary(
+            session,
+            document.id,
+            "Rent is paid in gold.",
+            stats={"num_summary_sentences": 1},
+            sentence_support=[
+                {"text": "Rent is paid in gold.", "status": "no_evidence", "quotes": [],
+                 "missing": []},
+            ],
+            key_passages=[RENT],
+        )  # fmt: skip
+        session.commit()
+        document_id = document.id
+    text = _text(_open(app_test, document_id))
+    assert (
+        "No sentence of the model's summary rests on a passage of the document; each is set "
+        "apart below with the reason. The key passages above are quoted from the document itself."
+    ) in text
+    assert ":gray[Rent is paid in gold.] · no passage of the document states this" in text

@@ -8,8 +8,10 @@ import streamlit as st
 
 from app.db.models import Summary
 from app.services.summary_sentences import (
-    NOTHING_STATED,
+    NONE_SUPPORTED,
     UNSUPPORTED,
+    nothing_stated,
+    quoted_instead,
     sentence_views,
     support_line,
     was_checked,
@@ -29,10 +31,11 @@ def render_checked_summary(document_id: int, summary: Summary) -> None:
                 "  \n".join(f"{ctx.md_escape(view.text)} (p. {view.page})" for view in lead)
             )
     views = sentence_views(summary.sentence_support or [])
+    instead = quoted_instead(has_lead=bool(lead), has_key_passages=bool(summary.key_passages))
     if not views:
         with st.container(border=True):
             if was_checked(summary.stats):
-                st.markdown(f"_{NOTHING_STATED}_")
+                st.markdown(f"_{nothing_stated(summary.stats)} {instead}".strip() + "_")
             else:
                 st.markdown(summary.text)
         return
@@ -45,7 +48,7 @@ def render_checked_summary(document_id: int, summary: Summary) -> None:
                 " ".join(f"{ctx.md_escape(view.text)} (p. {view.page})" for view in supported)
             )
         else:
-            st.markdown("_No sentence of the model's summary rests on a passage of the document._")
+            st.markdown(f"_{NONE_SUPPORTED} {instead}".strip() + "_")
     if apart:
         st.markdown("###### Set apart: not supported by the document")
         for view in apart:

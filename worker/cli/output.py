@@ -12,7 +12,9 @@ from app.db.models import Answer, Summary
 from app.display import terminal_text
 from app.services.answer_labels import support_label, support_note
 from app.services.summary_sentences import (
-    NOTHING_STATED,
+    NONE_SUPPORTED,
+    nothing_stated,
+    quoted_instead,
     sentence_views,
     support_line,
     was_checked,
@@ -56,8 +58,12 @@ def print_summary(console: Console, summary: Summary) -> None:
     if summary.key_passages or lead:
         console.print("\n[bold]Summary by the model[/bold]:")
     views = sentence_views(summary.sentence_support or [])
+    instead = quoted_instead(has_lead=bool(lead), has_key_passages=bool(summary.key_passages))
     if not views:
-        text = NOTHING_STATED if was_checked(summary.stats) else summary.text
+        if was_checked(summary.stats):
+            text = f"{nothing_stated(summary.stats)} {instead}".strip()
+        else:
+            text = summary.text
         console.out(terminal_text(text), highlight=False)
         return
     supported = [view for view in views if view.is_supported]
@@ -65,6 +71,8 @@ def print_summary(console: Console, summary: Summary) -> None:
     if supported:
         text = " ".join(f"{_flat(view.text)} [p. {view.page}]" for view in supported)
         console.out(text, highlight=False)
+    else:
+        console.out(f"{NONE_SUPPORTED} {instead}".strip(), highlight=False)
     console.print(escape(support_line(views)), style="dim")
     if apart:
         console.print("[bold]Set apart[/bold] (not supported by the document):")

@@ -180,3 +180,42 @@ def test_a_table_prompt_holds_the_quotes_and_their_neighbours_not_whole_passages
     sources = _sources()
     answer_each("Which contracts have a non-compete clause?", list(sources.values()), model)
     assert model.num_batches == [1]  # the employment contract only
+
+
+@dataclass
+class AddsItsPrompt(BatchingEcho):
+    """The echo model's answer with its instructions written back and a placeholder after it;
+    with `only_prompt`, those alone."""
+
+    only_prompt: bool = False
+
+    def _answer(self, content: str) -> str:
+        task = content.rsplit("\n\n", 1)[-1].split("\nQuestion:")[0]
+        own = "" if self.only_prompt else super()._answer(content)
+        return f"{own} {task} Paste your answer here."
+
+
+def test_an_answer_across_documents_keeps_nothing_of_its_prompt() -> None:
+    sources = _sources()
+    question = "Can the supplier assign the agreement without consent?"
+    result = answer_across(question, _ranked(question, sources), sources, AddsItsPrompt())
+    assert "[Supply Agreement, p. 2]" in result.text and "assign" in result.text
+    assert "Answer the question" not in result.text and "Paste" not in result.text
+    assert result.stats["num_prompt_sentences_dropped"] == 3  # two instructions, a placeholder
+
+    echo_only = AddsItsPrompt(only_prompt=True)
+    result = answer_across(question, _ranked(question, sources), sources, echo_only)
+    # Nothing of the document was said: the best quote stands in, and no prompt text is kept
+    # as "the model's own answer" beside it.
+    assert result.support == "quoted" and result.model_text is None
+    assert result.text.endswith("(quoted from [Supply Agreement, p. 2])")
+
+
+def test_a_table_row_keeps_nothing_of_its_prompt() -> None:
+    sources = _sources()
+    question = "Which of these contracts may assign, in plain words?"
+    result = answer_each(question, list(sources.values()), AddsItsPrompt())
+    rows = [row for row in result.rows if row.source == MODEL]
+    assert rows and all("Answer the question" not in row.answer for row in rows)
+    assert all("Paste" not in row.answer for row in rows)
+    assert result.stats["num_prompt_sentences_dropped"] == 3 * len(rows)

@@ -4,6 +4,8 @@ document to rest on has no evidence; summarize() returns the checked sentences w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from pipelines.inputs import DocumentInput
@@ -78,34 +80,31 @@ def test_summarize_returns_every_sentence_checked_and_counts_them(contract) -> N
     assert counts(result.sentence_support)["num_supported_sentences"] >= 1
 
 
-def test_a_sentence_that_repeats_the_instructions_has_no_evidence(contract) -> None:
-    from pipelines.prompts import CONTRACT, summary_task_text
+@dataclass
+class Writes(EchoModel):
+    """A model that writes `text`, whatever it is asked."""
 
-    sentences = DocumentSentences(contract.pages)
-    echo, true = check_summary(
-        "This is one part of a longer contract. The supplier handles delivery with care.",
-        sentences,
-        contract.passages,
-        echo_of=summary_task_text(CONTRACT),
-    )
-    assert echo.status == NO_EVIDENCE and echo.quotes == []
-    assert true.status == SUPPORTED
+    text: str = ""
+
+    def _answer(self, content: str) -> str:
+        return self.text
 
 
-def test_an_echo_in_other_forms_of_the_instructions_words_has_no_evidence(contract) -> None:
-    from pipelines.prompts import CONTRACT, summary_task_text
+@pytest.mark.parametrize(
+    "echo",
+    [
+        "This is one part of a longer contract.",
+        # "briefly" and "summarize" in the instructions, "brief" and "summary" here.
+        "Cover the text with a brief summary of the contract's payment terms.",
+    ],
+)
+def test_a_sentence_that_repeats_the_instructions_is_left_out_not_checked(contract, echo) -> None:
+    true = "The supplier handles delivery with care."
+    result = summarize(contract, Writes(text=f"{echo} {true}"), max_new_tokens=64)
 
-    sentences = DocumentSentences(contract.pages)
-    # "briefly" and "summarize" in the instructions, "brief" and "summary" here: stems apart.
-    echo, true = check_summary(
-        "Cover the text with a brief summary of the contract's payment terms. "
-        "The supplier handles delivery with care.",
-        sentences,
-        contract.passages,
-        echo_of=summary_task_text(CONTRACT),
-    )
-    assert echo.status == NO_EVIDENCE and echo.quotes == []
-    assert true.status == SUPPORTED
+    assert [c.text for c in result.sentence_support] == [true]
+    assert result.sentence_support[0].status == SUPPORTED
+    assert result.text == true and result.stats["num_prompt_sentences_dropped"] == 1
 
 
 def test_headings_names_and_form_lines_are_no_sentences() -> None:

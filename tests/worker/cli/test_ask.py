@@ -192,4 +192,4 @@ def test_summarize_prints_the_lead_from_the_key_facts_before_the_models_summary(
     lead = output.index("Key facts (each quoted from the document):")
     assert output.index("Key passages") < lead < output.index("Summary by the model")
     assert "Governing law: Vermont. [p. 3]" in output[lead:]
-    assert "Agreement date: March 3, 2021. [p. 1]" in output[lead:]
+    assert "Parties: Quillfeather Mills LLC; Borrowdale Instruments Inc." in output[lead:]

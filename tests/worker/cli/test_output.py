@@ -1,5 +1,6 @@
-"""The CLI's summary: a checked summary with no statement says so rather than print its
-fragments; one from before the check is printed as written."""
+"""The CLI's summary: a checked summary with no statement, or none the document supports, says
+so plainly (and why) rather than print its fragments, and points to the key facts and passages
+quoted from the document; one from before the check is printed as written."""
 
 from __future__ import annotations
 
@@ -28,3 +29,42 @@ def test_a_summary_from_before_the_check_is_printed_as_written() -> None:
     assert "The rent is due monthly." in _printed(
         Summary(text="The rent is due monthly.", stats={})
     )
+
+
+QUOTE = {"page": 2, "text": "The tenant pays rent monthly.", "start_char": 0, "end_char": 29}
+LEAD = [{"text": "Parties: Acme; Beta.", "status": "supported", "quotes": [QUOTE]}]
+
+
+def test_a_summary_that_only_repeated_its_prompt_says_so_and_keeps_its_lead() -> None:
+    echoed = Summary(
+        text="",
+        stats={"num_summary_sentences": 0, "num_prompt_sentences_dropped": 4},
+        key_passages=[QUOTE],
+        lead=LEAD,
+    )
+    printed = " ".join(_printed(echoed).split())
+    assert "Parties: Acme; Beta. [p. 2]" in printed
+    assert 'p. 2: "The tenant pays rent monthly."' in printed
+    assert (
+        "The model's summary states nothing that can be checked against the document: it "
+        "repeated its own instructions, which are left out, and wrote no full sentence about "
+        "the document. The key facts and key passages above are quoted from the document itself."
+    ) in printed
+    # Without facts or passages, it does not point to them.
+    alone = " ".join(_printed(Summary(text="", stats=echoed.stats)).split())
+    assert "repeated its own instructions" in alone and "above" not in alone
+
+
+def test_a_summary_with_no_supported_sentence_says_so_plainly() -> None:
+    unsupported = Summary(
+        text="Rent is paid in gold.",
+        stats={"num_summary_sentences": 1},
+        sentence_support=[{"text": "Rent is paid in gold.", "status": "no_evidence", "quotes": []}],
+        lead=LEAD,
+    )
+    printed = " ".join(_printed(unsupported).split())
+    assert (
+        "No sentence of the model's summary rests on a passage of the document; each is set "
+        "apart below with the reason. The key facts above are quoted from the document itself."
+    ) in printed
+    assert "Rent is paid in gold. (no passage of the document states this)" in printed

@@ -76,14 +76,17 @@ def test_a_summary_saved_after_the_facts_leads_with_them(sessions, tmp_path) -> 
 
     lead = _lead(sessions, summary_job)
     by_label = {row["text"].split(":")[0]: row for row in lead}
-    # Names and dates lead; clauses (assignment) and terms (expiration) stay on the facts tab.
-    assert list(by_label) == ["Document name", "Parties", "Agreement date", "Governing law"]
+    # A contract's lead: what agreement, between whom, for how long, under which law; its date,
+    # notice period and clauses (assignment) stay on the facts tab.
+    assert list(by_label) == ["Agreement", "Parties", "Term", "Governing law"]
     assert all(row["status"] == "supported" for row in lead)
     law = by_label["Governing law"]
     assert law["text"] == "Governing law: Oregon."
     assert law["quotes"][0]["page"] == 3
     assert "laws of the State of Oregon" in law["quotes"][0]["text"]
-    assert by_label["Document name"]["text"] == "Document name: MASTER SUPPLY AGREEMENT."
+    assert by_label["Agreement"]["text"] == "Agreement: MASTER SUPPLY AGREEMENT."
+    assert by_label["Term"]["text"] == "Term: ends March 31, 2026; renews for one (1) year."
+    assert by_label["Term"]["quotes"][0]["page"] == 2
     assert "Quillfeather Instruments, Inc." in by_label["Parties"]["text"]
     assert by_label["Parties"]["quotes"][0]["page"] == 1
     with sessions() as session:
