@@ -113,6 +113,7 @@ class SupportStatus(enum.StrEnum):
     """How an answer stands against its quotes (pipelines/answer/check.py says what each means)."""
 
     SUPPORTED = "supported"
+    PARTLY_SUPPORTED = "partly_supported"
     UNCHECKED = "unchecked"
     UNSUPPORTED = "unsupported"
     QUOTED = "quoted"

@@ -1,37 +1,67 @@
 """What an answer's support status says to a person: a short label and one sentence, the same
-in the UI and the CLI. (What each status means is decided in pipelines/answer/check.py.)"""
+in the UI, the CLI and the exports. (What each status means is decided in
+pipelines/answer/check.py.)
+
+Three states a person reads: supported, partly supported, not supported. "quoted" (the model
+gave no usable answer) is a way of being not supported, and "no_answer" says nothing relevant
+was found. Answers saved before the meaning check keep their old status ("unchecked", or none
+at all) and still display.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from app.db.models import SupportStatus
 
+SUPPORTED, PARTLY_SUPPORTED, NOT_SUPPORTED = "supported", "partly_supported", "not_supported"
+# The state of each status, as a person reads it.
+STATES = {
+    SupportStatus.SUPPORTED: SUPPORTED,
+    SupportStatus.PARTLY_SUPPORTED: PARTLY_SUPPORTED,
+    SupportStatus.UNSUPPORTED: NOT_SUPPORTED,
+    SupportStatus.QUOTED: NOT_SUPPORTED,
+}
 LABELS = {
     SupportStatus.SUPPORTED: "Supported by the quoted text",
-    SupportStatus.UNCHECKED: "Nothing in it to check",
+    SupportStatus.PARTLY_SUPPORTED: "Partly supported by the quoted text",
     SupportStatus.UNSUPPORTED: "Not supported by the quoted text",
-    SupportStatus.QUOTED: "No usable answer: quoted from the document",
+    SupportStatus.QUOTED: "Not supported: no usable answer, quoted from the document",
     SupportStatus.NO_ANSWER: "No answer found",
+    SupportStatus.UNCHECKED: "Not checked",
 }
 _NOTES = {
-    SupportStatus.SUPPORTED: (
-        "Every name, number, date and place in the answer occurs in the quotes or the document."
+    SupportStatus.SUPPORTED: "The quotes state what the question asks, in that role.",
+    SupportStatus.PARTLY_SUPPORTED: (
+        "The quotes bear on the question but do not settle it; check them before relying on it."
     ),
-    SupportStatus.UNCHECKED: "The answer states no name, number, date or place to check.",
     SupportStatus.UNSUPPORTED: (
         "The model's answer stated {claims}, which the document does not contain; the best "
         "quote is shown instead."
     ),
     SupportStatus.QUOTED: (
-        "The model's answer was empty, repeated itself, or did not name what the question asks "
-        "for; the best quote is shown instead."
+        "The model's answer was empty, repeated itself or the question, or did not say what the "
+        "question asks for; the best quote is shown instead."
     ),
     SupportStatus.NO_ANSWER: (
         "No sentence of the document states what the question asks for; any quotes below are "
         "the closest passages, for you to check."
     ),
+    SupportStatus.UNCHECKED: (
+        "Saved before answers were checked for meaning: it stated no name, number, date or "
+        "place to check."
+    ),
 }
+BY_QUOTE_NOTE = (
+    "The answer shown is quoted from the document; the model's own answer is set apart below."
+)
+
+
+def support_state(status: SupportStatus | str | None) -> str | None:
+    """SUPPORTED, PARTLY_SUPPORTED or NOT_SUPPORTED; None for no answer found, an old answer
+    (unchecked or saved before the check)."""
+    return STATES.get(SupportStatus(status)) if status is not None else None
 
 
 def support_label(status: SupportStatus | str | None) -> str | None:
@@ -39,8 +69,37 @@ def support_label(status: SupportStatus | str | None) -> str | None:
     return LABELS[SupportStatus(status)] if status is not None else None
 
 
-def support_note(status: SupportStatus | str | None, unsupported_claims: Sequence[str]) -> str:
+def support_note(
+    status: SupportStatus | str | None,
+    unsupported_claims: Sequence[str],
+    stats: Mapping[str, Any] | None = None,
+    *,
+    model_answer: str | None = None,
+) -> str:
+    """The sentence under the label: what is missing for a partly supported answer, why the
+    model's text was set apart (the answer's stats, "support_missing" and "support_reason"),
+    and which claims the document does not hold."""
     if status is None:
         return "This answer was saved before answers were checked against quotes."
-    claims = ", ".join(f'"{claim}"' for claim in unsupported_claims) or "something"
-    return _NOTES[SupportStatus(status)].format(claims=claims)
+    status = SupportStatus(status)
+    stats = stats or {}
+    missing = str(stats.get("support_missing") or "")
+    reason = str(stats.get("support_reason") or "")
+    claims = ", ".join(f'"{claim}"' for claim in unsupported_claims)
+    if status == SupportStatus.UNSUPPORTED and claims:
+        note = _NOTES[status].format(claims=claims)
+    elif status == SupportStatus.UNSUPPORTED:
+        note = "The model's answer is not supported by the quotes; the best quote is shown instead."
+        note = f"{reason} {note}" if reason else note
+    elif status in (SupportStatus.SUPPORTED, SupportStatus.PARTLY_SUPPORTED) and missing:
+        note = missing
+    elif status == SupportStatus.QUOTED and reason:
+        note = f"{reason} The best quote is shown instead."
+    else:
+        note = _NOTES[status]
+    if model_answer and status in (SupportStatus.SUPPORTED, SupportStatus.PARTLY_SUPPORTED):
+        why = f" {reason}" if reason else ""
+        note = f"{note} {BY_QUOTE_NOTE}{why}"
+        if claims:
+            note += f" It stated {claims}, which the document does not contain."
+    return note

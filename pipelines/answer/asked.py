@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pipelines.retrieval.evidence import Evidence
@@ -79,3 +80,83 @@ def holding_first(quotes: Sequence[T], kind: str | None) -> list[T]:
     """`quotes` with those that state a thing of `kind` first, each group in its own order."""
     holding = [quote for quote in quotes if holds(quote.text, kind)]
     return holding + [quote for quote in quotes if not holds(quote.text, kind)]
+
+
+# ---- the parts of a question, each with the finer kind the support check reads -------------
+
+COURT, PARTY, DOCKET, OUTCOME, JURISDICTION = "court", "party", "docket", "outcome", "jurisdiction"
+DOSE, WARNING, CONTRAINDICATION, INDICATION = "dose", "warning", "contraindication", "indication"
+EXPIRY, RENEWAL, OPEN = "expiry", "renewal", "open"
+# The finer kinds (DATE, PERIOD and AMOUNT are shared with the coarse ones above). In order:
+# the first whose cue a clause matches is its kind, so "expiration date" is an expiry before a
+# date, "notice period to terminate renewal" a period before a renewal, and "what did the
+# court decide" an outcome before a court.
+_PART_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern, re.IGNORECASE))
+    for kind, pattern in (
+        (CONTRAINDICATION, r"\bcontraindicat\w*|\bwho\s+should\s+not\s+(take|use|receive)\b"
+                           r"|\bshould\s+not\s+be\s+(used|given|taken)\b"),
+        (WARNING, r"\bwarnings?\b|\bprecautions?\b|\bside\s+effects?\b"
+                  r"|\badverse\s+(reactions?|effects?|events?)\b"),
+        (INDICATION, r"\bindicat(ed|ions?)\b|\b(used|prescribed|approved)\s+(for|to\s+treat)\b"
+                     r"|\bwhat\s+does\s+(\w+\s+){1,3}treat\b"),
+        (DOSE, r"\bdos(e|es|age|ages|ing)\b|\bhow\s+(much|many)\b.*\b(take|taken|give|given|"
+               r"administer|administered)\b"),
+        (DOCKET, r"\b(docket|case|file)\s+(number|no\b\.?)|\bnumber\s+of\s+the\s+case\b"),
+        (OUTCOME, r"\bholding\b|\bwhat\s+did\s+(the\s+)?(\w+\s+){0,2}(decide|hold|rule|order|"
+                  r"find|conclude|do)\b|\bhow\s+did\s+(the\s+)?(\w+\s+){0,2}(rule|decide)\b"
+                  r"|\boutcome\b|\bdisposition\b|\bresult\s+of\s+the\s+(case|appeal|motion|"
+                  r"petition|trial)\b|\b(was|were)\s+(the\s+)?(\w+\s+){0,2}(granted|denied|"
+                  r"affirmed|reversed|dismissed|upheld|vacated|remanded)\b|\bdid\s+(she|he|they|"
+                  r"it|the\s+\w+)\s+(get|win|obtain|prevail|succeed|receive)\b"
+                  r"|\bwho\s+(won|prevailed)\b"),
+        (COURT, r"\b(which|what)\s+(?!did\b|does\b|do\b|was\b|is\b|were\b)(\w+\s+){0,2}?"
+                r"courts?\b|\bcourt'?s\s+name\b|\bname\s+of\s+the\s+court\b"),
+        (JURISDICTION, _CUES[0][1].pattern),
+        (EXPIRY, r"\bexpir\w*|\bwhen\s+(\w+\s+){0,4}(end|ends|terminate|terminates)\b"
+                 r"|\b(end|termination)\s+date\b|\bhow\s+long\s+(\w+\s+){0,4}(last|lasts|run|"
+                 r"runs|remain|remains|continue|continues|in\s+effect|in\s+force)\b"
+                 r"|\b(initial\s+)?term\s+of\s+(this|the)\s+(agreement|contract|lease|licen[cs]e)\b"),
+        (PERIOD, _CUES[1][1].pattern + r"|\bnotice\s+period\b"),
+        (RENEWAL, r"\brenew\w*|\b(automatically|auto)\W*(extend|extends|extended|continue|"
+                  r"continues)\b"),
+        (DATE, _CUES[2][1].pattern + r"|\beffective\s+date\b"),
+        (AMOUNT, _CUES[3][1].pattern + r"|\b(what|which)\s+(\w+\s+){0,3}(royalty|royalties|"
+                 r"salary|payment|payments)\b"),
+        (PARTY, r"\bparties\b|\bparty\s+to\b|\bbetween\s+whom\b|\b(which|what)\s+(\w+\s+){0,3}"
+                r"(company|companies)\b|\bwho\s+(is|are|was|were)\s+the\s+(plaintiffs?|"
+                r"defendants?|appellants?|appellees?|petitioners?|respondents?|licensors?|"
+                r"licensees?|buyers?|sellers?|landlords?|tenants?|lenders?|borrowers?|"
+                r"employers?|employees?|manufacturers?|sponsors?|signatories)\b"),
+    )
+)  # fmt: skip
+# Where a question asks a second thing: ", and does it renew", " and what did the court
+# decide", or a second sentence. Only before a question word, so "terms and conditions" stays.
+_CLAUSE_BREAK = re.compile(
+    r"\?\s+|[,;]?\s+and\s+(?=(?:what|who|whom|which|when|where|why|how|did|does|do|is|are|was|"
+    r"were|will|can|may|has|have|if|whether)\b)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class AskedPart:
+    """One thing a question asks: its kind and the clause that asks it."""
+
+    kind: str
+    clause: str
+
+
+def asked_parts(question: str) -> tuple[AskedPart, ...]:
+    """What `question` asks, one part per clause, in order: "When does it expire, and does it
+    renew?" asks an EXPIRY and a RENEWAL. A clause of no kind the cues know is OPEN; two
+    clauses of one kind are one part."""
+    parts: list[AskedPart] = []
+    for clause in _CLAUSE_BREAK.split(question.strip()):
+        clause = clause.strip(" ?.,;")
+        if not clause:
+            continue
+        kind = next((k for k, pattern in _PART_CUES if pattern.search(clause)), OPEN)
+        if all(part.kind != kind for part in parts):
+            parts.append(AskedPart(kind, clause))
+    return tuple(parts) or (AskedPart(OPEN, question.strip()),)

@@ -1,21 +1,26 @@
-"""The verdict on a model's answer: keep it (supported, or nothing in it to check), or show the
-best quote instead (the answer states something the document does not, or the model gave
-nothing usable: empty, or a loop from its first sentence on).
+"""The verdict on a model's answer, stored with it: how it stands against its quotes, and what
+the reader is shown (the model's text, or verbatim quotes when the model's text cannot stand).
 
-Support statuses, stored with the answer:
+What each status means (pipelines.answer.assess decides; the same three states everywhere):
 
-- "supported": every date, number, amount, place and name the answer states is in the quotes
-  or the document; a sentence of the document holding one the quotes lack is added to them.
-- "unchecked": the answer states none of those, so there was nothing to check it against.
-- "unsupported": the answer states something found neither in the quotes nor in the document;
-  the answer shown is the best quote, the model's text is kept beside it.
-- "quoted": the model gave nothing usable (empty, a loop from its first sentence, only the
-  words of its instructions and the question, or none of what the question asks for while a
-  quote states it: no place for "which state's law governs"); the answer shown is the best
-  quote.
-- "no_answer": nothing usable and no quote to fall back on; or the question asks for a key
-  fact that the facts job searched for and found none of (pipelines.answer.from_facts), the closest
-  sentences quoted beside it.
+- "supported": the answer states what the question asks, and a quote states it in that role
+  (the governing-law clause names the state; the caption names the parties; the order gives
+  the outcome). The answer shown is the model's text; or, when the model's text was no answer
+  or not supported, the quotes that state it ("..." (quoted from p. N)), the model's text set
+  apart (`model_text`) with the reason (`reason`).
+- "partly_supported": a quote bears on it but does not settle it: the value is quoted but not
+  in the role asked, one part of a two-part question is answered, or the answer's words are
+  only partly in the quotes. `missing` says what, in a sentence.
+- "unsupported" (not supported): the model's text states something the quotes do not (a
+  place, date or name found nowhere, an outcome the order contradicts, a made-up quote, a
+  self-contradiction), and no quote answers the question on its own: the best quote is shown
+  as the answer, the model's text set apart.
+- "quoted" (not supported, shown as a quote): the model gave nothing usable (empty, a loop, a
+  placeholder, an echo of the question, a sentence that says nothing, no answer of the kind
+  asked), and no quote answers the question on its own: the best quote is shown.
+- "no_answer": nothing relevant: no quote; or the model says the document does not say and
+  no quote states what the question asks for (the closest quotes are listed for the reader).
+- "unchecked": answers saved before the meaning check (nothing to check then); no longer given.
 """
 
 from __future__ import annotations
@@ -23,22 +28,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipelines.answer.asked import holds
+from pipelines.answer.assess import (
+    PARTLY_SUPPORTED,
+    QUOTED,
+    SUPPORTED,
+    UNSUPPORTED,
+    Assessment,
+    answer_by_quotes,
+    assess,
+)
+from pipelines.answer.rejections import without_prompt_echo
 from pipelines.answer.support import IN_DOCUMENT, FactIndex, check_support
-from pipelines.citations import remove_citations
+from pipelines.answer.verbatim import VerbatimIndex
 from pipelines.documents import Passage
 from pipelines.repetition import before_loop
-from pipelines.retrieval.bm25 import terms
 from pipelines.retrieval.evidence import DocumentSentences, Evidence
 from pipelines.retrieval.quotes import sentence_quote
 
-SUPPORTED, UNCHECKED, UNSUPPORTED, QUOTED, NO_ANSWER = (
-    "supported",
-    "unchecked",
-    "unsupported",
-    "quoted",
-    "no_answer",
-)
+UNCHECKED, NO_ANSWER = "unchecked", "no_answer"
+ALL_STATUSES = (SUPPORTED, PARTLY_SUPPORTED, UNCHECKED, UNSUPPORTED, QUOTED, NO_ANSWER)
 FALLBACK_STATUSES = frozenset({UNSUPPORTED, QUOTED, NO_ANSWER})
 # At most this many sentences are added to the quotes for claims only the document holds.
 MAX_ADDED_QUOTES = 2
@@ -46,17 +54,41 @@ NO_ANSWER_TEXT = (
     "The document does not seem to answer this: no sentence of it matches the question, and "
     "the model gave no answer that could be checked."
 )
+NOT_FOUND_TEXT = (
+    "No answer found: none of the passages closest to the question states what it asks for. "
+    "They are quoted below, for you to check."
+)
+EMPTY_REASON = "The model's answer was empty or repeated itself from its first words."
+
+__all__ = [
+    "ALL_STATUSES",
+    "FALLBACK_STATUSES",
+    "NO_ANSWER",
+    "PARTLY_SUPPORTED",
+    "QUOTED",
+    "SUPPORTED",
+    "UNCHECKED",
+    "UNSUPPORTED",
+    "Verdict",
+    "judge_answer",
+    "quoted_answer",
+    "verdict_from_quotes",
+]
 
 
 @dataclass(frozen=True)
 class Verdict:
     status: str
-    text: str  # the answer to show: the model's (loop cut off) or the best quote, labelled
+    text: str  # the answer to show: the model's (loop cut off), or quotes, labelled
     quotes: list[Evidence]
-    model_text: str | None = None  # the model's own answer, when the best quote replaced it
+    model_text: str | None = None  # the model's own answer, when quotes replaced it
     unsupported_claims: list[str] = field(default_factory=list)
     num_claims: int = 0
     loop_cut: bool = False
+    missing: str = ""  # partly supported: what is missing, a sentence
+    reason: str = ""  # why the model's text was set apart, a sentence
+    support_pages: tuple[int, ...] = ()  # the pages of the quotes the answer rests on
+    by_quote: bool = False  # the answer shown is quotes (from `quotes`, best first)
 
 
 def quoted_answer(quote: Evidence) -> str:
@@ -70,61 +102,116 @@ def judge_answer(
     sentences: DocumentSentences,
     passages: Sequence[Passage],
     *,
+    question: str,
     echo_of: str | None = None,
     facts: FactIndex | None = None,
-    asked: str | None = None,
+    verbatim: VerbatimIndex | None = None,
 ) -> Verdict:
-    """Check `model_text` against `quotes` and the document; see the module docstring.
+    """Judge `model_text` as the answer to `question`; see the module docstring.
 
-    `echo_of`: the prompt's own words (task and question); an answer made only of them (a
-    small model repeating its instructions: "The document's own words are used to answer the
-    question.") is no answer. `facts` is the document's FactIndex, for callers that check many
-    answers of one document. `asked`: the kind of thing the question asks for
-    (pipelines.answer.asked); the quotes are expected in the order answer_types.holding_first
-    gives, so the first quote is the one to fall back on.
+    `quotes` are expected best first (pipelines.answer.assess.settling_first). `echo_of`: the
+    prompt's own words (task and question); an answer made only of them is no answer.
+    `facts` and `verbatim`: the document's FactIndex and VerbatimIndex, for callers that
+    judge many answers of one document.
     """
     quotes = list(quotes)
     raw = model_text.strip()
-    usable = before_loop(raw).strip()
+    usable = without_prompt_echo(before_loop(raw)).strip()
     loop_cut = usable != raw
-    if usable and echo_of is not None and _only_words_of(usable, echo_of):
-        usable = ""
     if not usable:
-        status = QUOTED if quotes else NO_ANSWER
-        return _fallback(status, quotes, raw or None, [], 0, loop_cut)
-    check = check_support(usable, [q.text for q in quotes], facts or sentences.text)
-    if not check.is_supported:
-        missing = [claim.text for claim in check.missing]
-        return _fallback(UNSUPPORTED, quotes, raw, missing, check.num_claims, loop_cut)
-    if not holds(usable, asked) and any(holds(quote.text, asked) for quote in quotes):
-        return _fallback(QUOTED, quotes, raw, [], check.num_claims, loop_cut)
-    offsets = [c.document_offset for c in check.checks if c.found_in == IN_DOCUMENT]
-    added = _sentences_at(sentences, passages, offsets, quotes)
-    return Verdict(
-        status=SUPPORTED if check.num_claims else UNCHECKED,
-        text=usable,
-        quotes=quotes + added,
-        num_claims=check.num_claims,
-        loop_cut=loop_cut,
+        return _from_quotes(question, quotes, raw or None, EMPTY_REASON, QUOTED, loop_cut)
+    document = facts or sentences.text
+    claims = check_support(usable, [q.text for q in quotes], document)
+    offsets = [c.document_offset for c in claims.checks if c.found_in == IN_DOCUMENT]
+    quotes = quotes + _sentences_at(sentences, passages, offsets, quotes)
+    verdict = assess(
+        question,
+        usable,
+        quotes,
+        document=document,
+        verbatim=verbatim,
+        prompt=echo_of,
+        claims=claims if claims.is_supported else None,
+    )
+    if verdict.status == PARTLY_SUPPORTED:
+        # Quotes that settle the whole question say more than a partly supported answer.
+        answered = verdict_from_quotes(question, quotes, model_text=raw, reason=verdict.note)
+        if answered is not None and answered.status == SUPPORTED:
+            return answered
+    if verdict.status in (SUPPORTED, PARTLY_SUPPORTED):
+        return Verdict(
+            status=verdict.status,
+            text=usable,
+            quotes=quotes,
+            num_claims=claims.num_claims,
+            loop_cut=loop_cut,
+            missing=verdict.note,
+            support_pages=_pages(quotes, verdict),
+        )
+    fallback = NO_ANSWER if verdict.not_stated else verdict.status
+    return _from_quotes(
+        question,
+        quotes,
+        raw,
+        verdict.note,
+        fallback,
+        loop_cut,
+        claims=verdict.unsupported_claims,
+        num_claims=claims.num_claims,
     )
 
 
-def _only_words_of(answer: str, prompt: str) -> bool:
-    """Whether every content word of `answer` (by BM25 stem, citations aside) is in `prompt`."""
-    words = set(terms(remove_citations(answer)))
-    return words <= set(terms(prompt))
+def _pages(quotes: Sequence[Evidence], verdict: Assessment) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(quotes[i].page for i in verdict.evidence_quotes))
 
 
-def _fallback(
-    status: str,
+def _from_quotes(
+    question: str,
     quotes: list[Evidence],
     model_text: str | None,
-    missing: list[str],
-    num_claims: int,
+    reason: str,
+    status: str,
     loop_cut: bool,
+    *,
+    claims: Sequence[str] = (),
+    num_claims: int = 0,
 ) -> Verdict:
-    text = quoted_answer(quotes[0]) if quotes else NO_ANSWER_TEXT
-    return Verdict(status, text, quotes, model_text, missing, num_claims, loop_cut)
+    """The model's text cannot stand: the quotes that answer the question on their own are the
+    answer, supported or partly; else the best quote (status as given), or no answer."""
+    common = {
+        "model_text": model_text,
+        "unsupported_claims": list(claims),
+        "num_claims": num_claims,
+        "loop_cut": loop_cut,
+        "reason": reason,
+    }
+    answered = verdict_from_quotes(question, quotes, **common)
+    if answered is not None:
+        return answered
+    if not quotes:
+        return Verdict(NO_ANSWER, NO_ANSWER_TEXT, [], **common)
+    if status == NO_ANSWER:
+        return Verdict(NO_ANSWER, NOT_FOUND_TEXT, quotes, **common)
+    return Verdict(status, quoted_answer(quotes[0]), quotes, by_quote=True, **common)
+
+
+def verdict_from_quotes(question: str, quotes: Sequence[Evidence], **fields) -> Verdict | None:
+    """The quotes that answer `question` on their own as the answer (supported when they
+    settle every part it asks, else partly), labelled, first among the quotes; None when no
+    quote settles any part. `fields`: the Verdict's other fields (the model's text set apart)."""
+    by_quotes = answer_by_quotes(question, quotes)
+    if by_quotes is None:
+        return None
+    chosen = [quotes[i] for i in by_quotes.quotes]
+    return Verdict(
+        status=by_quotes.status,
+        text="\n".join(quoted_answer(quote) for quote in chosen),
+        quotes=chosen + [quote for quote in quotes if quote not in chosen],
+        missing=by_quotes.note,
+        support_pages=tuple(dict.fromkeys(quote.page for quote in chosen)),
+        by_quote=True,
+        **fields,
+    )
 
 
 def _sentences_at(

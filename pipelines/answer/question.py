@@ -1,14 +1,19 @@
 """Answer a question about a document from quoted evidence, citing its pages as [p. N].
 
 Evidence first: the passages that rank best for the question (BM25, or any PassageRanker) give
-the sentences that share most of its terms (pipelines.retrieval.evidence): the quotes. The prompt
-(pipelines.answer.prompts) holds the document, then the quotes, then the question. The model's
-answer is then checked against the quotes and the document (pipelines.answer.check): kept when
-every date, number, amount, place and name it states is found, else replaced by the best quote,
-labelled "(quoted from p. N)"; the same when the model gives nothing usable (empty, a loop
-from its first sentence on, or no answer of the kind the question asks for: no place named for
-"which state's law governs", pipelines.answer.asked). `support` says which happened; `quotes` are what the answer rests
-on, verbatim, each with its page and document offsets.
+the sentences that share most of its terms (pipelines.retrieval.evidence): the quotes, those
+that state what the question asks in its role first (pipelines.answer.assess.settling_first).
+The prompt (pipelines.answer.prompts) holds the document, then the quotes, then the question.
+The model's answer is then judged by meaning (pipelines.answer.check): supported, partly
+supported (what is missing in stats["support_missing"]) or not supported; when the model's text
+cannot stand, the quotes that answer the question on their own are the answer, else the best
+quote, labelled "(quoted from p. N)", the model's text set apart (`model_text`, and why in
+stats["support_reason"]). `support` says which happened; `quotes` are what the answer rests on,
+verbatim, each with its page and document offsets.
+
+A stored key fact that matches the question is checked the same way before it answers
+(a placeholder stored as a value, or a fact of another kind than asked, is set aside); a field
+the facts job found nothing for answers "not found" only when no quote states what is asked.
 
 Full document: when the page-marked document, the quotes, the question and the answer fit the
 context, the document is the prompt prefix (pipelines.prompts) and the task comes last, so a
@@ -23,7 +28,10 @@ citation remains, which a small model often does, we cite for it and say so in
 `citation_source`:
 
 - "model": the model cited valid pages. Used passages: the retrieved ones (retrieval), or those
-  on the cited pages (full document).
+  on the cited pages (full document). A checked answer keeps only the citations of pages that
+  hold the quotes it rests on (pipelines.answer.cited_pages).
+- "checked": the model cited none of those pages: the pages of the quotes the check found the
+  answer in are cited, in an appended "Sources:" line.
 - "matched": the passages that best match question and answer by BM25 (among those retrieved, in
   retrieval mode) are cited, and a line "Sources: [p. N], ..." is appended to the answer. This
   says where the matching text is, not that the model read it there.
@@ -45,15 +53,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.answer.asked import asked_kind, holding_first
+from pipelines.answer.assess import QUOTED, assess, settling_first
 from pipelines.answer.check import (
     FALLBACK_STATUSES,
     NO_ANSWER,
-    SUPPORTED,
+    UNSUPPORTED,
     Verdict,
     judge_answer,
+    verdict_from_quotes,
 )
+from pipelines.answer.cited_pages import checked_citations
 from pipelines.answer.from_facts import FactAnswer, KnownFact, fact_answer, not_found_text
 from pipelines.answer.prompts import quoted_question_messages, task_words
+from pipelines.answer.role_search import role_quotes
 from pipelines.citations import citation_line, keep_pages, parse_citations
 from pipelines.documents import Passage
 from pipelines.errors import ContextTooSmallError
@@ -84,9 +96,10 @@ class AnswerResult:
     cited_pages: list[int]
     used_passage_ordinals: list[int]
     stats: dict[str, Any]
-    citation_source: str = "model"  # "model" | "matched" | "prompt" | "quote" | "none"
+    citation_source: str = "model"  # "model" | "checked" | "matched" | "prompt" | "quote" | "none"
     quotes: list[Evidence] = field(default_factory=list)
-    # pipelines.answer.check: "supported" | "unchecked" | "unsupported" | "quoted" | "no_answer"
+    # pipelines.answer.check: "supported" | "partly_supported" | "unsupported" | "quoted" |
+    # "no_answer" ("unchecked" only on answers saved before the meaning check)
     support: str = "unchecked"
     model_text: str | None = None  # the model's own answer, when the best quote replaced it
     unsupported_claims: list[str] = field(default_factory=list)
@@ -129,17 +142,27 @@ def answer_question(
         question, facts, sentences, document.passages, embedder=fact_embedder or embedder
     )
     if from_fact is not None and from_fact.found:
-        return _answer_from_fact(from_fact)
+        checked = _checked_fact(question, from_fact, sentences)
+        if checked is not None:
+            return checked
     ranked = ranker.rank(question, num_passages)
-    # The sentences that state what the question asks for (a place, a date: answer_types) come
-    # first among the best few, so the model reads them and the fallback quotes one.
-    kind = asked_kind(question)
+    # The sentences that state what the question asks for in its role (the governing-law
+    # clause, the caption: pipelines.answer.assess) come first, then those that state a thing
+    # of its kind at all (a place, a date: pipelines.answer.asked), so the model reads them
+    # and the fallback quotes one.
     candidates = sentence_evidence(
         ranked, question, sentences, k=num_quotes * CANDIDATE_QUOTES_FACTOR, embedder=embedder
     )
-    quotes = holding_first(candidates, kind)[:num_quotes]
-    if from_fact is not None:
-        return _not_found_from_fact(from_fact, quotes)
+    candidates = holding_first(candidates, asked_kind(question))
+    quotes = [candidates[i] for i in settling_first(candidates, question)][:num_quotes]
+    # What the question asks in its role, from the opening or the end, when no quote has it.
+    found = role_quotes(question, quotes, sentences, document.passages)
+    if found:
+        taken = {(q.start_char, q.end_char) for q in found}
+        rest = [q for q in quotes if (q.start_char, q.end_char) not in taken]
+        quotes = found + rest[: max(num_quotes - len(found), 1)]
+    if from_fact is not None and not from_fact.found:
+        return _not_found_from_fact(from_fact, quotes, question)
     messages = quoted_question_messages(
         document_block(document.title, render_pages(document.pages)), quotes, question
     )
@@ -168,12 +191,14 @@ def answer_question(
         quotes,
         sentences,
         document.passages,
+        question=question,
         echo_of=task_words(question),
-        asked=kind,
     )
     stats = calls.stats()
-    if verdict.status in FALLBACK_STATUSES:
+    if verdict.by_quote or verdict.status in FALLBACK_STATUSES:
         text, cited, used, source, num_invalid = _quoted(verdict, retrieved)
+    elif verdict.support_pages:
+        text, cited, used, source, num_invalid = _checked(verdict, allowed, retrieved)
     else:
         text, cited, used, source, num_invalid = _cited(
             document, question, verdict.text, allowed, retrieved, ranker
@@ -186,7 +211,7 @@ def answer_question(
         "num_claims": verdict.num_claims,
         "num_unsupported_claims": len(verdict.unsupported_claims),
         "answer_loop_cut": verdict.loop_cut,
-    }
+    } | _support_notes(verdict.missing, verdict.reason)
     logger.info(
         "answer done: method=%s support=%s citation_source=%s cited_pages=%d quotes=%d",
         method, verdict.status, source, len(cited), len(verdict.quotes),
@@ -205,15 +230,32 @@ def answer_question(
     )
 
 
-def _answer_from_fact(answer: FactAnswer) -> AnswerResult:
+def _support_notes(missing: str, reason: str) -> dict[str, str]:
+    """What a partly supported answer lacks, and why the model's text was set apart: stored in
+    the answer's stats (app.services.answer_labels reads them)."""
+    notes = {"support_missing": missing, "support_reason": reason}
+    return {key: value for key, value in notes.items() if value}
+
+
+def _checked_fact(
+    question: str, answer: FactAnswer, sentences: DocumentSentences
+) -> AnswerResult | None:
+    """The stored fact as the answer, if it answers the question as the support check reads
+    it (supported, or partly: "Parties: A v. B" for "who are the parties and what did the court
+    decide"); None when it does not (a placeholder stored as a court's name, a court for a
+    question about the holding): then the question is answered as if no fact matched."""
+    verdict = assess(question, answer.text, answer.quotes, document=sentences.text)
+    if verdict.status in (UNSUPPORTED, QUOTED):
+        logger.info("key fact set aside: field=%s support=%s", answer.fact.field, verdict.status)
+        return None
     quotes = answer.quotes
     stats = {
-        "support": SUPPORTED,
+        "support": verdict.status,
         "key_fact": answer.fact.field,
         "key_fact_similarity": round(answer.similarity, 3),
         "num_quotes": len(quotes),
         "num_calls": 0,
-    }
+    } | _support_notes(verdict.note, "")
     logger.info("answer done: method=key_fact quotes=%d", len(quotes))
     return AnswerResult(
         text=answer.text,
@@ -223,13 +265,35 @@ def _answer_from_fact(answer: FactAnswer) -> AnswerResult:
         stats=stats,
         citation_source="fact",
         quotes=quotes,
-        support=SUPPORTED,
+        support=verdict.status,
     )
 
 
-def _not_found_from_fact(answer: FactAnswer, quotes: list[Evidence]) -> AnswerResult:
+def _not_found_from_fact(answer: FactAnswer, quotes: list[Evidence], question: str) -> AnswerResult:
     """The facts job found no value for the field the question asks: say so, with the closest
-    quotes (a redacted clause shows here), citing nothing, as the answer claims nothing."""
+    quotes (a redacted clause shows here), citing nothing, as the answer claims nothing.
+    Unless a quote states what the question asks in its role: then that quote is the answer
+    ("not found" is only for when nothing that answers was found)."""
+    by_quotes = verdict_from_quotes(question, quotes)
+    if by_quotes is not None:
+        text, cited, used, _, _ = _quoted(by_quotes, None)
+        stats = {
+            "support": by_quotes.status,
+            "key_fact": answer.fact.field,
+            "key_fact_missing": True,
+            "num_quotes": len(by_quotes.quotes),
+            "num_calls": 0,
+        } | _support_notes(by_quotes.missing, "")
+        return AnswerResult(
+            text=text,
+            method="key_fact",
+            cited_pages=cited,
+            used_passage_ordinals=used,
+            stats=stats,
+            citation_source="quote",
+            quotes=by_quotes.quotes,
+            support=by_quotes.status,
+        )
     stats = {
         "support": NO_ANSWER,
         "key_fact": answer.fact.field,
@@ -254,11 +318,32 @@ def _not_found_from_fact(answer: FactAnswer, quotes: list[Evidence]) -> AnswerRe
 def _quoted(
     verdict: Verdict, retrieved: list[Passage] | None
 ) -> tuple[str, list[int], list[int], str, int]:
-    """The best quote stands as the answer: its page is the citation, its passage the one used."""
-    if not verdict.quotes:
+    """Quotes stand as the answer: their pages are the citations, their passages the ones used
+    (the best quote's, or those of the quotes that answer: Verdict.support_pages)."""
+    if not verdict.quotes or not verdict.by_quote:
         return verdict.text, [], [], "none", 0
-    best = verdict.quotes[0]
-    return verdict.text, [best.page], [best.passage_ordinal], "quote", 0
+    pages = list(verdict.support_pages) or [verdict.quotes[0].page]
+    shown = [q for q in verdict.quotes if q.page in pages][: max(1, len(pages))]
+    return verdict.text, sorted(pages), sorted({q.passage_ordinal for q in shown}), "quote", 0
+
+
+def _checked(
+    verdict: Verdict, allowed: set[int], retrieved: list[Passage] | None
+) -> tuple[str, list[int], list[int], str, int]:
+    """The model's answer, its citations checked against the pages of the quotes it rests on
+    (pipelines.answer.cited_pages): a page that does not hold them is dropped, and their
+    pages are cited when none of the model's remains."""
+    support = [page for page in verdict.support_pages if page in allowed] or list(
+        verdict.support_pages
+    )
+    text, cited, num_dropped, by_model = checked_citations(verdict.text, support)
+    used_quotes = [q for q in verdict.quotes if q.page in set(cited)]
+    used = (
+        sorted(p.ordinal for p in retrieved)
+        if retrieved is not None
+        else sorted({q.passage_ordinal for q in used_quotes})
+    )
+    return text, cited, used, "model" if by_model else "checked", num_dropped
 
 
 def _cited(

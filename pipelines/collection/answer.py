@@ -5,12 +5,13 @@ The caller ranks passages across the collection (the database's full text fused 
 pipelines.retrieval.library_ranking) and hands over the best ones with their documents. From each document
 the sentences that match the question best are quoted (pipelines.retrieval.evidence); the prompt holds the
 passages, document by document under page markers naming the document, then the quotes, then the
-question (prompts.py). The model's sentences that repeat a prompt are dropped first, so none
-is stored or shown (pipelines.prompt_echo). The rest is checked as for one document
-(pipelines.answer.check's statuses): kept
-when every date, number, amount, place and name it states is in the quotes or the documents,
-else the best quote stands in its place. Citations are the model's when they name a document
-and page it was given; else the quotes' documents and pages, in a "Sources:" line.
+question (pipelines/collection/prompts.py). The model's sentences that repeat a prompt are
+dropped first, so none is stored or shown (pipelines.prompt_echo). The answer is checked as for one document (pipelines.answer.assess, with
+pipelines.answer.check's statuses): kept when supported or partly supported by the quotes
+(what is missing goes in stats["support_missing"]); else the quotes that answer the question on
+their own, or the best quote, stand in its place (why, in stats["support_reason"]). Citations
+are the model's when they name a document and page it was given; else the quotes' documents
+and pages, in a "Sources:" line.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.answer.check import NO_ANSWER, QUOTED, SUPPORTED, UNCHECKED, UNSUPPORTED
-from pipelines.answer.support import check_support
+from pipelines.answer.assess import PARTLY_SUPPORTED, answer_by_quotes, assess
+from pipelines.answer.check import NO_ANSWER, QUOTED, SUPPORTED
+from pipelines.answer.rejections import without_prompt_echo
 from pipelines.citations import remove_citations
-from pipelines.collection.prompts import answer_messages
+from pipelines.collection.prompts import INSTRUCTIONS, NOT_STATED, SYSTEM_PROMPT, answer_messages
 from pipelines.collection.sources import (
     CitedPage,
     SourceDocument,
@@ -103,22 +105,30 @@ def answer_across(
     texts = _documents_text(chosen, documents)
     # Nothing of the prompt is kept or shown, not even beside a fallback (pipelines.prompt_echo).
     written, num_echoes = drop_prompt_sentences(raw.strip(), document=texts)
-    status, text, model_text, cited, num_invalid, source = _judge(written, texts, quotes, allowed)
+    judged = _judge(question, written, quotes, chosen, documents, allowed)
     stats = calls.stats()
     stats |= {
         "num_prompt_sentences_dropped": num_echoes,
-        "support": status,
-        "citation_source": source,
-        "num_invalid_citations": num_invalid,
+        "support": judged.status,
+        "citation_source": judged.source,
+        "num_invalid_citations": judged.num_invalid,
         "num_passages_in_prompt": len(chosen),
         "num_documents_in_prompt": len({r.document_id for r in chosen}),
         "num_quotes": len(quotes),
-    }
+    } | judged.notes
     logger.info(
         "collection answer done: support=%s documents=%d citations=%d",
-        status, stats["num_documents_in_prompt"], len(cited),
+        judged.status, stats["num_documents_in_prompt"], len(judged.cited),
     )  # fmt: skip
-    return CollectionResult(text, "retrieval", cited, quotes, status, stats, model_text=model_text)
+    return CollectionResult(
+        judged.text,
+        "retrieval",
+        judged.cited,
+        quotes,
+        judged.status,
+        stats,
+        model_text=judged.model_text,
+    )
 
 
 def _quotes(question, ranked, documents, embedder) -> list[SourceQuote]:
@@ -188,31 +198,70 @@ def _documents_text(chosen, documents) -> str:
     return "\n\n".join(documents[document_id].sentences.text for document_id in document_ids)
 
 
-def _judge(written, texts, quotes, allowed):
-    """(status, text, model text kept beside a fallback, citations, invalid count, source) for
-    the model's answer without its prompt echoes (`written`), against the documents' `texts`."""
-    usable = before_loop(written).strip()
-    quote_texts = [q.evidence.text for q in quotes]
+@dataclass(frozen=True)
+class _Quote:
+    """A quote as the support check reads it. No document offsets: quotes of different
+    documents must never be read as one text (pipelines.answer.roles.in_context)."""
+
+    text: str
+    page: int
+
+
+@dataclass(frozen=True)
+class _Judged:
+    status: str
+    text: str
+    model_text: str | None
+    cited: list[CitedPage]
+    num_invalid: int
+    source: str
+    notes: dict[str, str]
+
+
+def _judge(question, raw, quotes, chosen, documents, allowed) -> _Judged:
+    """The answer as pipelines.answer.check judges one document's: the model's text when it is
+    supported or partly, with its citations (else the quotes'); else the quotes that answer
+    the question on their own, or the best quote."""
+    usable = without_prompt_echo(before_loop(raw.strip())).strip()
+    texts = {r.document_id: documents[r.document_id].sentences.text for r in chosen}
+    plain = [_Quote(q.evidence.text, q.evidence.page) for q in quotes]
+    reason = "The model's answer was empty or repeated itself from its first words."
+    status = QUOTED
     if usable:
         claims_text = remove_citations(remove_source_citations(usable))
-        check = check_support(claims_text, quote_texts, texts)
-        if check.is_supported:
-            status = SUPPORTED if check.num_claims else UNCHECKED
+        prompt = " ".join((SYSTEM_PROMPT, INSTRUCTIONS, NOT_STATED, question))
+        verdict = assess(
+            question, claims_text, plain, document="\n\n".join(texts.values()), prompt=prompt
+        )
+        if verdict.status in (SUPPORTED, PARTLY_SUPPORTED):
+            notes = {"support_missing": verdict.note} if verdict.note else {}
             cited, num_invalid = parse_source_citations(usable, allowed)
             if cited:
-                return status, usable, None, cited, num_invalid, "model"
+                return _Judged(verdict.status, usable, None, cited, num_invalid, "model", notes)
             cited = _quote_pages(quotes)
             text = f"{usable}\n\n{sources_line(cited)}" if cited else usable
-            return status, text, None, cited, num_invalid, "quotes"
-        status = UNSUPPORTED
-    else:
-        status = QUOTED
+            return _Judged(verdict.status, text, None, cited, num_invalid, "quotes", notes)
+        status = NO_ANSWER if verdict.not_stated else verdict.status
+        reason = verdict.note
+    notes = {"support_reason": reason} if reason else {}
     if not quotes:
-        return NO_ANSWER, NO_ANSWER_TEXT, written or None, [], 0, "none"
+        return _Judged(NO_ANSWER, NO_ANSWER_TEXT, raw or None, [], 0, "none", notes)
+    by_quotes = answer_by_quotes(question, plain)
+    if by_quotes is not None:
+        picked = [quotes[i] for i in by_quotes.quotes]
+        text = "\n".join(_labelled(quote) for quote in picked)
+        if by_quotes.note:
+            notes["support_missing"] = by_quotes.note
+        return _Judged(by_quotes.status, text, raw or None, _quote_pages(picked), 0, "quote", notes)
     best = quotes[0]
-    text = f'"{" ".join(best.evidence.text.split())}" (quoted from {cite(best.label, best.evidence.page)})'
     cited = [CitedPage(best.document_id, best.label, best.evidence.page)]
-    return status, text, written or None, cited, 0, "quote"
+    status = QUOTED if status == NO_ANSWER else status
+    return _Judged(status, _labelled(best), raw or None, cited, 0, "quote", notes)
+
+
+def _labelled(quote: SourceQuote) -> str:
+    flat = " ".join(quote.evidence.text.split())
+    return f'"{flat}" (quoted from {cite(quote.label, quote.evidence.page)})'
 
 
 def _quote_pages(quotes: Sequence[SourceQuote]) -> list[CitedPage]:

@@ -103,10 +103,11 @@ def answer_each(
             quotes,
             source.sentences,
             source.document.passages,
+            question=question,
             echo_of=task_words(question),
         )
         best = verdict.quotes[0] if verdict.quotes else quotes[0]
-        is_fallback = verdict.status in FALLBACK_STATUSES
+        is_fallback = verdict.by_quote or verdict.status in FALLBACK_STATUSES
         rows[source.document_id] = DocumentRow(
             source.document_id,
             source.label,

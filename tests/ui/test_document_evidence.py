@@ -277,3 +277,57 @@ def test_a_summary_with_no_supported_sentence_says_so_plainly(
         "apart below with the reason. The key passages above are quoted from the document itself."
     ) in text
     assert ":gray[Rent is paid in gold.] · no passage of the document states this" in text
+
+
+def test_the_three_support_states_each_show_their_label_and_what_is_missing(
+    app_test, ui_settings, sessions
+) -> None:
+    notice = _quote(2, "Either party may end the lease with three months notice.")
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Office Lease", pages=PAGES)
+        add_answer(
+            session,
+            document.id,
+            "Which law governs?",
+            "Ohio law governs [p. 3].",
+            [3],
+            [],
+            quotes=[LAW],
+            support="supported",
+        )
+        add_answer(
+            session,
+            document.id,
+            "When does the lease end, and does it renew?",
+            "Either party may end it with three months notice [p. 2].",
+            [2],
+            [],
+            quotes=[notice],
+            support="partly_supported",
+            stats={"support_missing": "Partly supported: it does not say whether it renews."},
+        )
+        add_answer(
+            session,
+            document.id,
+            "Which court hears disputes?",
+            '"Disputes go to the courts of Ohio." (quoted from p. 3)',
+            [3],
+            [],
+            quotes=[_quote(3, "Disputes go to the courts of Ohio.")],
+            support="unsupported",
+            model_answer="The Supreme Court of Nevada hears them.",
+            unsupported_claims=["Supreme Court of Nevada"],
+        )
+        session.commit()
+        document_id = document.id
+    at = _open(app_test, document_id)
+    text = _text(at)
+    badges = [m.value for m in at.markdown if "-badge[" in m.value]
+    assert len(badges) == 3
+    assert ":green-badge[" in badges[0] and "Supported by the quoted text" in badges[0]
+    assert ":orange-badge[" in badges[1] and "Partly supported by the quoted text" in badges[1]
+    assert ":red-badge[" in badges[2] and "Not supported by the quoted text" in badges[2]
+    assert "it does not say whether it renews" in text
+    assert 'stated "Supreme Court of Nevada", which the document does not contain' in text
+    # The model's unsupported text is only set apart, in the expander, after the quote.
+    assert text.index("(quoted from p. 3)") < text.index("The Supreme Court of Nevada hears them.")

@@ -3,7 +3,8 @@ it, with a button to its page (the sentence marked there), and the answer's supp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -13,15 +14,19 @@ from ui import context as ctx
 from ui.components.citations import open_citation
 from ui.components.page_sources import page_label
 
+# The three states a person reads (app.services.answer_labels): supported green, partly
+# supported orange, not supported red (also when the best quote stands for a missing answer).
 BADGE_COLOURS = {
     SupportStatus.SUPPORTED: "green",
+    SupportStatus.PARTLY_SUPPORTED: "orange",
     SupportStatus.UNCHECKED: "gray",
     SupportStatus.UNSUPPORTED: "red",
-    SupportStatus.QUOTED: "orange",
+    SupportStatus.QUOTED: "red",
     SupportStatus.NO_ANSWER: "gray",
 }
 BADGE_ICONS = {
     SupportStatus.SUPPORTED: ":material/verified:",
+    SupportStatus.PARTLY_SUPPORTED: ":material/rule:",
     SupportStatus.UNSUPPORTED: ":material/warning:",
     SupportStatus.QUOTED: ":material/format_quote:",
 }
@@ -32,14 +37,22 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def support_badge(status: SupportStatus | None, unsupported_claims: Sequence[str]) -> None:
-    """The label as a coloured badge, and the sentence that explains it."""
+def support_badge(
+    status: SupportStatus | None,
+    unsupported_claims: Sequence[str],
+    stats: Mapping[str, Any] | None = None,
+    *,
+    model_answer: str | None = None,
+) -> None:
+    """The label as a coloured badge, and the sentence that explains it (what is missing, why
+    the model's text was set apart)."""
     label = support_label(status)
     if label is not None and status is not None:
         icon = BADGE_ICONS.get(status)
         text = f"{icon} {label}" if icon else label
         st.markdown(f":{BADGE_COLOURS[status]}-badge[{text}]")
-    st.caption(ctx.md_escape(support_note(status, unsupported_claims)))
+    note = support_note(status, unsupported_claims, stats, model_answer=model_answer)
+    st.caption(ctx.md_escape(note))
 
 
 def render_quotes(document_id: int, quotes: Sequence[dict], *, key: str, title: str) -> None:

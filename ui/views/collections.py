@@ -254,7 +254,7 @@ def _answer(answer: CollectionAnswer) -> None:
         if answer.rows:
             _table(answer)
         else:
-            support_badge(answer.support, [])
+            support_badge(answer.support, [], answer.stats)
             _quotes(answer)
         _citations(answer)
 

@@ -161,7 +161,12 @@ def _evidence(document_id: int, answer) -> None:
     """The support label, the quotes the answer rests on, and the model's own text if replaced."""
     if answer.support is None and not answer.quotes:
         return  # saved before answers were checked
-    support_badge(answer.support, answer.unsupported_claims or [])
+    support_badge(
+        answer.support,
+        answer.unsupported_claims or [],
+        answer.stats,
+        model_answer=answer.model_answer,
+    )
     render_quotes(
         document_id,
         answer.quotes or [],
@@ -169,7 +174,7 @@ def _evidence(document_id: int, answer) -> None:
         title=":material/format_quote: Quoted from the document, click a page to read it there:",
     )
     if answer.model_answer:
-        with st.expander("The model's own answer, not shown above"):
+        with st.expander("The model's own answer, set apart: not shown above"):
             st.markdown(ctx.md_escape(answer.model_answer))
 
 

@@ -18,7 +18,7 @@ from app.display import display_name, terminal_text
 from app.errors import NotFound
 from app.query_encoder import query_encoder
 from app.services import collections
-from app.services.answer_labels import support_label
+from app.services.answer_labels import support_label, support_note
 from app.services.search import SearchFilters, SearchHit, search_passages
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 
@@ -229,7 +229,8 @@ def print_collection_answer(out: Console, answer: CollectionAnswer) -> None:
         out.print(table)
     label = support_label(answer.support)
     if label is not None and not answer.rows:
-        out.print(f"\n[bold]{escape(label)}.[/bold]")
+        note = support_note(answer.support, [], answer.stats)
+        out.print(f"\n[bold]{escape(label)}.[/bold] {escape(note)}")
     if answer.quotes and not answer.rows:
         out.print("Quoted from the documents:")
         for quote in answer.quotes:

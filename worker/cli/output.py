@@ -34,7 +34,12 @@ def print_answer(console: Console, answer: Answer) -> None:
     console.out(terminal_text(answer.answer), highlight=False)
     label = support_label(answer.support)
     if label is not None:
-        note = support_note(answer.support, answer.unsupported_claims or [])
+        note = support_note(
+            answer.support,
+            answer.unsupported_claims or [],
+            answer.stats,
+            model_answer=answer.model_answer,
+        )
         console.print(f"\n[bold]{escape(label)}.[/bold] {escape(note)}")
     if answer.quotes:
         console.print("Quoted from the document:")

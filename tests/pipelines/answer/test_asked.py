@@ -6,11 +6,24 @@ import pytest
 
 from pipelines.answer.asked import (
     AMOUNT,
+    CONTRAINDICATION,
+    COURT,
     DATE,
+    DOCKET,
+    DOSE,
+    EXPIRY,
+    INDICATION,
+    JURISDICTION,
     NAMES,
+    OPEN,
+    OUTCOME,
+    PARTY,
     PERIOD,
     PLACE,
+    RENEWAL,
+    WARNING,
     asked_kind,
+    asked_parts,
     holding_first,
     holds,
 )
@@ -72,3 +85,30 @@ def test_quotes_that_state_the_kind_come_first_each_group_in_its_order() -> None
     ordered = holding_first(quotes, PLACE)
     assert [q.score for q in ordered] == [2.0, 1.0, 3.0, 1.5]
     assert holding_first(quotes, None) == quotes
+
+
+@pytest.mark.parametrize(
+    ("question", "kinds"),
+    [
+        ("When does the agreement expire, and does it renew automatically?",
+         [EXPIRY, RENEWAL]),
+        ("What relief did the plaintiff seek and did she get it?", [OPEN, OUTCOME]),
+        ("Who are the parties and what did the court decide?", [PARTY, OUTCOME]),
+        ("What was the court's holding?", [OUTCOME]),
+        ("Which court decided the case?", [COURT]),
+        ("Which law governs?", [JURISDICTION]),
+        ("On what date was this agreement made?", [DATE]),
+        ("What is the docket number?", [DOCKET]),
+        ("What is the recommended dose for adults?", [DOSE]),
+        ("What are the contraindications?", [CONTRAINDICATION]),
+        ("What is the boxed warning?", [WARNING]),
+        ("What is the drug indicated for?", [INDICATION]),
+        ("What is the notice period to terminate renewal?", [PERIOD]),
+        ("How much is the license fee?", [AMOUNT]),
+        # "and" between nouns does not make a second part.
+        ("What are the terms and conditions of payment?", [OPEN]),
+        ("Who can terminate the agreement?", [OPEN]),
+    ],
+)  # fmt: skip
+def test_the_parts_of_a_question_each_with_its_kind(question, kinds) -> None:
+    assert [part.kind for part in asked_parts(question)] == kinds

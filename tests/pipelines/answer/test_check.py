@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipelines.answer.check import NO_ANSWER_TEXT, quoted_answer
+from pipelines.answer.check import NO_ANSWER_TEXT, NOT_FOUND_TEXT, quoted_answer
 from pipelines.answer.question import answer_question
 from pipelines.documents import document_text, page_spans
 from pipelines.inputs import DocumentInput
@@ -43,9 +43,11 @@ def test_the_answer_quotes_the_governing_law_clause_and_its_page(contract) -> No
     assert "laws of the State of Vermont" in _flat(best.text) and best.page == 3
     _assert_verbatim(contract, result.quotes)
     # The echo model answers with each page's first sentence, which names no state: the quote
-    # that does is the answer.
-    assert result.support == "quoted" and result.model_text is not None
-    assert result.stats["support"] == "quoted" and result.text == quoted_answer(best)
+    # that states the governing law in its clause is the answer, supported, and the model's
+    # text is set apart with the reason.
+    assert result.support == "supported" and result.model_text is not None
+    assert result.stats["support"] == "supported" and result.text == quoted_answer(best)
+    assert "does not answer the question" in result.stats["support_reason"]
     assert 3 in result.cited_pages
 
 
@@ -72,8 +74,10 @@ def test_an_invented_jurisdiction_is_unsupported_and_the_best_quote_answers(cont
     model = EchoModel(extra_text=" The laws of Nevada govern it.")
     result = answer_question(contract, QUESTION, model, max_new_tokens=200)
 
-    assert result.support == "unsupported"
+    # The model's text is not supported; the quote that names the state in its clause answers.
+    assert result.support == "supported"
     assert result.unsupported_claims == ["Nevada"]
+    assert "“Nevada”" in result.stats["support_reason"]
     assert "Nevada" in result.model_text
     assert result.text == quoted_answer(result.quotes[0])
     assert result.text.endswith("(quoted from p. 3)") and "State of Vermont" in result.text
@@ -84,7 +88,8 @@ def test_an_invented_jurisdiction_is_unsupported_and_the_best_quote_answers(cont
 def test_an_invented_number_is_unsupported_too(contract) -> None:
     model = EchoModel(extra_text=" Notice must be given 45 days ahead.")
     result = answer_question(contract, QUESTION, model, max_new_tokens=200)
-    assert result.support == "unsupported" and result.unsupported_claims == ["45"]
+    assert result.support == "supported" and result.unsupported_claims == ["45"]
+    assert result.model_text is not None and "45" in result.model_text
     assert "(quoted from p. 3)" in result.text
 
 
@@ -113,7 +118,7 @@ class SilentModel(EchoModel):
 
 def test_a_looping_answer_is_replaced_by_the_best_quote(contract) -> None:
     result = answer_question(contract, QUESTION, LoopingModel(), max_new_tokens=200)
-    assert result.support == "quoted"
+    assert result.support == "supported" and result.model_text is not None
     assert result.text == quoted_answer(result.quotes[0])
     assert result.stats["answer_loop_cut"] is True
 
@@ -135,20 +140,21 @@ class FixedModel(EchoModel):
 def test_an_answer_made_of_the_prompts_own_words_is_no_answer(contract) -> None:
     echo = FixedModel(answer="The quotes from the document are used to answer the question.")
     result = answer_question(contract, QUESTION, echo, max_new_tokens=50)
-    assert result.support == "quoted" and result.text == quoted_answer(result.quotes[0])
+    assert result.support == "supported" and result.text == quoted_answer(result.quotes[0])
+    assert "repeats the question" in result.stats["support_reason"]
 
 
 def test_an_answer_that_names_no_place_for_a_which_state_question_gives_the_quote(contract) -> None:
     vague = FixedModel(answer="The agreement is governed by the law of the state.")
     result = answer_question(contract, QUESTION, vague, max_new_tokens=50)
-    assert result.support == "quoted" and result.model_text == vague.answer
+    assert result.support == "supported" and result.model_text == vague.answer
     assert result.text == quoted_answer(result.quotes[0])
     assert "State of Vermont" in result.text and result.cited_pages == [3]
 
     # "The document does not say" is wrong when a quote names the place.
     not_stated = FixedModel(answer="The document does not say.")
     result = answer_question(contract, QUESTION, not_stated, max_new_tokens=50)
-    assert result.support == "quoted" and "State of Vermont" in result.text
+    assert result.support == "supported" and "State of Vermont" in result.text
 
 
 def test_an_answer_of_the_kind_asked_is_kept(contract) -> None:
@@ -157,9 +163,11 @@ def test_an_answer_of_the_kind_asked_is_kept(contract) -> None:
     assert result.support == "supported" and result.text.startswith(named.answer)
 
 
-def test_a_question_of_no_particular_kind_keeps_a_plain_answer(contract) -> None:
+def test_not_stated_for_an_open_question_is_no_answer_with_the_closest_quotes(contract) -> None:
+    # "The document does not say" cannot be checked against quotes; no quote settles an open
+    # question on its own: no answer found, and the closest quotes are listed to check.
     not_stated = FixedModel(answer="The document does not say.")
-    question = "What happens to the samples after the audit?"
+    question = "Which records does each party keep, and for how long?"
     result = answer_question(contract, question, not_stated, max_new_tokens=50)
-    assert result.support == "unchecked"
-    assert result.text.startswith("The document does not say.")
+    assert result.support == "no_answer" and result.text == NOT_FOUND_TEXT
+    assert result.quotes and result.cited_pages == []

@@ -110,7 +110,10 @@ def test_ask_prints_the_label_and_the_quotes_with_their_pages(sessions, tmp_path
     assert result.exit_code == 0, result.output
     output = " ".join(result.output.split())
     assert "(quoted from p. 3)" in output
-    assert 'Not supported by the quoted text. The model\'s answer stated "Nevada"' in output
+    # The clause quoted states the governing law: that quote is the answer, supported, and the
+    # model's text is set apart with what it stated that the document does not hold.
+    assert "Supported by the quoted text." in output
+    assert 'It stated "Nevada", which the document does not contain.' in output
     assert 'Quoted from the document: p. 3: "This Agreement shall be governed by' in output
     assert "The model's own answer, not shown above:" in output and "Nevada law governs." in output
     assert "Cited pages: 3" in output

@@ -1,6 +1,7 @@
 """The CLI's summary: a checked summary with no statement, or none the document supports, says
 so plainly (and why) rather than print its fragments, and points to the key facts and passages
-quoted from the document; one from before the check is printed as written."""
+quoted from the document; one from before the check is printed as written. The CLI's answer:
+the three support states with the same labels and notes as the UI."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import io
 
 from rich.console import Console
 
-from app.db.models import Summary
-from worker.cli.output import print_summary
+from app.db.models import Answer, Summary
+from worker.cli.output import print_answer, print_summary
 
 
 def _printed(summary: Summary) -> str:
@@ -68,3 +69,43 @@ def test_a_summary_with_no_supported_sentence_says_so_plainly() -> None:
         "apart below with the reason. The key facts above are quoted from the document itself."
     ) in printed
     assert "Rent is paid in gold. (no passage of the document states this)" in printed
+
+
+def _printed_answer(answer: Answer) -> str:
+    out = io.StringIO()
+    print_answer(Console(file=out, width=200), answer)
+    return " ".join(out.getvalue().split())
+
+
+QUOTE = {"text": "Either party may end the lease with three months notice.", "page": 2}
+
+
+def test_the_three_support_states_print_their_labels_and_what_is_missing() -> None:
+    supported = Answer(answer="Ohio law governs [p. 3].", support="supported", quotes=[QUOTE],
+                       cited_pages=[3], stats={}, unsupported_claims=[])  # fmt: skip
+    partly = Answer(
+        answer="Either party may end it with three months notice [p. 2].",
+        support="partly_supported", quotes=[QUOTE], cited_pages=[2], unsupported_claims=[],
+        stats={"support_missing": "Partly supported: it does not say whether it renews."},
+    )  # fmt: skip
+    unsupported = Answer(
+        answer='"Either party may end the lease with three months notice." (quoted from p. 2)',
+        support="unsupported", quotes=[QUOTE], cited_pages=[2], stats={},
+        model_answer="It ends in 2031.", unsupported_claims=["2031"],
+    )  # fmt: skip
+    assert "Supported by the quoted text. The quotes state what the question asks" in (
+        _printed_answer(supported)
+    )
+    assert (
+        "Partly supported by the quoted text. Partly supported: it does not say whether it "
+        "renews." in _printed_answer(partly)
+    )
+    printed = _printed_answer(unsupported)
+    assert 'Not supported by the quoted text. The model\'s answer stated "2031"' in printed
+    assert "The model's own answer, not shown above: It ends in 2031." in printed
+
+
+def test_an_answer_saved_before_the_meaning_check_still_prints() -> None:
+    old = Answer(answer="Ohio.", support="unchecked", quotes=[], cited_pages=[], stats={},
+                 unsupported_claims=[])  # fmt: skip
+    assert "Not checked. Saved before answers were checked for meaning" in _printed_answer(old)

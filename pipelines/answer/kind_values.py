@@ -1,0 +1,290 @@
+"""The values of each asked kind (pipelines.answer.asked) that a text states, each with a key
+that compares equal however it is written: a place by its canonical name, a date by its
+readings, a period in days or months, a dose by amount and unit, a docket number without its
+spaces, a name by its words, an outcome by its past form and whether it is negated.
+
+Answers and quotes are read the same way, so "is the value of the answer in the quote" is a
+comparison of keys. Generic words are never a party: "the Parties", "the Company" and "the
+Agreement" name no one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from pipelines.answer.asked import (
+    AMOUNT,
+    COURT,
+    DATE,
+    DOCKET,
+    DOSE,
+    EXPIRY,
+    JURISDICTION,
+    OUTCOME,
+    PARTY,
+    PERIOD,
+    RENEWAL,
+)
+from pipelines.answer.rejections import NEGATION
+from pipelines.values.claims import find_dates, find_names, find_numbers, normalise_word
+from pipelines.values.durations import find_durations
+from pipelines.values.jurisdictions import find_jurisdictions
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value of `kind` stated at [start, end) of a text."""
+
+    kind: str
+    text: str
+    key: frozenset
+    start: int
+    end: int
+    negated: bool = False
+
+    def same_as(self, other: Value) -> bool:
+        if self.kind != other.kind:
+            return False
+        if self.kind == DATE:
+            return any(_same_date(a, b) for a in self.key for b in other.key)
+        return bool(self.key & other.key)
+
+
+def _same_date(a: tuple, b: tuple) -> bool:
+    """Two readings of a date agree: "December 19" is "December 19, 2018"; a year or day left
+    out by one of them is not a difference."""
+    (year_a, month_a, day_a), (year_b, month_b, day_b) = a, b
+    return (
+        month_a == month_b
+        and (day_a is None or day_b is None or day_a == day_b)
+        and (year_a is None or year_b is None or year_a == year_b)
+    )
+
+
+# Words that say what a party is, not who: a name made only of them names no one.
+GENERIC_NAME_WORDS = frozenset(
+    normalise_word(word)
+    for word in (
+        "party", "parties", "agreement", "agreements", "contract", "document", "documents", "company",
+        "companies", "affiliate", "affiliates", "licensor", "licensors", "licensee", "licensees",
+        "plaintiff", "plaintiffs", "defendant", "defendants", "appellant", "appellants", "appellee",
+        "appellees", "petitioner", "petitioners", "respondent", "respondents", "buyer", "seller",
+        "supplier", "customer", "client", "contractor", "consultant", "employer", "employee",
+        "landlord", "tenant", "lender", "borrower", "court", "state", "section", "article", "exhibit",
+        "schedule", "recitals", "whereas", "witness", "effective", "date", "term", "terms",
+        "parties'", "corporation", "inc", "llc", "ltd", "the", "this", "that", "these", "such",
+        "each", "both", "any", "all", "other", "and", "distributor", "manufacturer", "sponsor",
+        "owner", "trust", "fund", "funds", "trustee", "trustees", "services", "service", "provider",
+        "recipient", "discloser", "member", "members", "partner", "partners", "holder", "holders",
+        "issuer", "purchaser", "vendor", "subscriber", "user", "users", "government", "federal",
+        "united", "states", "law",
+    )
+)  # fmt: skip
+_DOSE = re.compile(
+    r"(?<![\w.])(?P<amount>\d+(?:[.,]\d+)?)\s*(?P<unit>mg/kg|mg/m2|mg/m²|mcg/kg|mg|mcg|µg|"
+    r"micrograms?|milligrams?|grams?|g|ml|mL|units?|IU|tablets?|capsules?|puffs?|drops?)"
+    r"(?![\w/])",
+    re.IGNORECASE,
+)
+_DOSE_UNITS = {"milligram": "mg", "microgram": "mcg", "µg": "mcg", "gram": "g", "mg/m²": "mg/m2"}
+_DOCKET = re.compile(
+    r"\b(?:Case|Docket|Appeal)?\s*Nos?\.\s*(?P<number>\d[\w]*(?:\s?[-–‑:]\s?\w+)*)"
+)
+# Outcomes an order gives, by stem, in their written past form.
+DISPOSITIONS = {
+    "affirm": "affirmed",
+    "uph": "affirmed",  # "upheld"
+    "revers": "reversed",
+    "overturn": "reversed",
+    "remand": "remanded",
+    "vacat": "vacated",
+    "dismiss": "dismissed",
+    "modif": "modified",
+    "den": "denied",
+    "grant": "granted",
+}
+_DISPOSITION = re.compile(
+    r"\b(affirm|uph(?=eld)|revers|overturn|remand|vacat|dismiss|modif|den|grant)"
+    r"(?:s|ed|e|ing|ied|y|ies|al|eld|ance)?\b",
+    re.IGNORECASE,
+)
+_RENEWAL = re.compile(
+    r"\brenew\w*|\bextend\w*|\bextension\b|\bsuccessive\b|\bauto[- ]?renew\w*", re.IGNORECASE
+)
+_AUTOMATIC = re.compile(r"\bautomatic\w*|\bauto[- ]?renew\w*|\bunless\b.{0,80}\bnotice\b", re.I)
+# Words a place's own name may carry: "the Laws of the State of New York".
+_PLACE_FRAME_WORDS = frozenset(
+    {"the", "of", "state", "states", "commonwealth", "province", "republic", "kingdom", "law",
+     "laws", "and", "in", "district", "county", "federal", "government", "governing"}
+)  # fmt: skip
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’&-]*")
+_COMPANY_FORM = re.compile(
+    r"[\s,]*(?:Inc|Incorporated|LLC|L\.L\.C|Ltd|Limited|Corp|Corporation|Co|LP|L\.P|LLP|"
+    r"PLC|plc|AG|GmbH|S\.A|N\.A|B\.V|N\.V|Pty|SE|SAS|S\.p\.A)\b\.?"
+)
+_COMPANY_NAME = re.compile(
+    r"\b((?:[A-Z][\w'’&.-]*\s+){0,5}[A-Z][\w'’&-]*)(?=" + _COMPANY_FORM.pattern + ")"
+)
+_COMPANY_FORMS = frozenset(
+    {"inc", "incorporated", "llc", "ltd", "limited", "corp", "corporation", "co", "lp", "llp",
+     "plc", "ag", "gmbh", "sa", "na", "bv", "nv", "pty", "se", "sas", "spa"}
+)  # fmt: skip
+_SMALL_WORDS = frozenset({"in", "the", "of", "for", "and", "at"})
+# How near before a word "not" must be to negate it ("did not affirm", "was not granted").
+NEGATION_REACH_CHARS = 24
+
+
+def _negated_at(text: str, start: int) -> bool:
+    before = text[max(0, start - NEGATION_REACH_CHARS) : start]
+    return NEGATION.search(before) is not None
+
+
+def jurisdictions(text: str) -> list[Value]:
+    """Places named as places: not inside a longer name ("Federal Reserve Bank of New York",
+    "the China JV Agreement", "the United States Constitution")."""
+    runs = [(span.start, span.end) for span in find_names(text)]
+    found = []
+    for m in find_jurisdictions(text, proper_nouns_only=True):
+        run = next(((a, b) for a, b in runs if a <= m.start and m.end <= b), None)
+        if run is not None and not text[run[0] : run[1]].isupper():
+            rest = _words(text[run[0] : m.start] + " " + text[m.end : run[1]])
+            if rest - _PLACE_FRAME_WORDS:
+                continue
+        found.append(Value(JURISDICTION, text[m.start : m.end], frozenset({m.key}), m.start, m.end))
+    return found
+
+
+def dates(text: str) -> list[Value]:
+    return [
+        Value(DATE, text[s.start : s.end], frozenset(s.values), s.start, s.end)
+        for s in find_dates(text)
+    ]
+
+
+def periods(text: str) -> list[Value]:
+    found = []
+    for m in find_durations(text):
+        # One key for "12 months" and "one year", "14 days" and "two weeks".
+        if m.unit in ("day", "week"):
+            key = (m.amount * (7 if m.unit == "week" else 1), "day")
+        else:
+            key = (m.amount * (12 if m.unit == "year" else 1), "month")
+        found.append(Value(PERIOD, text[m.start : m.end], frozenset({key}), m.start, m.end))
+    return found
+
+
+def amounts(text: str) -> list[Value]:
+    return [
+        Value(AMOUNT, text[s.start : s.end], frozenset(s.values), s.start, s.end)
+        for s in find_numbers(text, skip=find_dates(text))
+    ]
+
+
+def doses(text: str) -> list[Value]:
+    found = []
+    for m in _DOSE.finditer(text):
+        unit = m.group("unit").lower().rstrip("s") if len(m.group("unit")) > 2 else m.group("unit")
+        unit = _DOSE_UNITS.get(unit.lower(), unit.lower())
+        key = (Decimal(m.group("amount").replace(",", ".")), unit)
+        found.append(Value(DOSE, m.group(0), frozenset({key}), m.start(), m.end()))
+    return found
+
+
+def dockets(text: str) -> list[Value]:
+    found = []
+    for m in _DOCKET.finditer(text):
+        number = re.sub(r"\s?[-–‑]\s?", "-", m.group("number")).lower()
+        found.append(Value(DOCKET, m.group(0).strip(), frozenset({number}), m.start(), m.end()))
+    return found
+
+
+def names(text: str) -> list[Value]:
+    """Names of someone: capitalised runs with a word that is not generic, not a place alone,
+    and either of two words or more ("Jane Roe", "Acme Holdings") or followed by a company
+    form ("Acme, Inc."): a lone capitalised word is a defined term ("Improvements") as often
+    as a name."""
+    places = {word for m in find_jurisdictions(text) for word in _words(text[m.start : m.end])}
+    spans = [(span.start, span.end) for span in find_names(text)]
+    # A company's name at a sentence's start ("Parties: Acme, Inc."), which find_names leaves
+    # out as an ordinary capitalised word.
+    spans += [
+        m.span(1)
+        for m in _COMPANY_NAME.finditer(text)
+        if not any(a < m.end(1) and m.start(1) < b for a, b in spans)
+    ]
+    found = []
+    for start, end in sorted(spans):
+        written = text[start:end]
+        words = _words(written) - GENERIC_NAME_WORDS - _COMPANY_FORMS
+        if not words or words <= places or "court" in _words(written):
+            continue  # no one, a place, or a court ("United States Court of Appeals")
+        if len(_CAPITALISED.findall(written)) < 2 and not _COMPANY_FORM.match(text, end):
+            continue
+        found.append(Value(PARTY, written, words, start, end))
+    return found
+
+
+def courts(text: str) -> list[Value]:
+    """Names of a court: a capitalised run holding "Court" and another word that is not generic
+    ("Supreme Court of Vermont"; "the court" is none)."""
+    found = []
+    for span in find_names(text):
+        written = text[span.start : span.end]
+        words = _words(written) - _SMALL_WORDS
+        if "court" in words and len(words) >= 2:
+            found.append(Value(COURT, written, words, span.start, span.end))
+    return found
+
+
+def outcomes(text: str) -> list[Value]:
+    found = []
+    for m in _DISPOSITION.finditer(text):
+        outcome = DISPOSITIONS[m.group(1).lower()]
+        negated = _negated_at(text, m.start())
+        found.append(Value(OUTCOME, m.group(0), frozenset({outcome}), m.start(), m.end(), negated))
+    return found
+
+
+def renewals(text: str) -> list[Value]:
+    """Statements about renewal: the key says whether it is automatic."""
+    found = []
+    for m in _RENEWAL.finditer(text):
+        automatic = _AUTOMATIC.search(text) is not None
+        key = frozenset({"automatic" if automatic else "renewal"})
+        found.append(
+            Value(RENEWAL, m.group(0), key, m.start(), m.end(), _negated_at(text, m.start()))
+        )
+    return found
+
+
+def name_words(text: str) -> frozenset[str]:
+    """The words of a name as written, normalised, without connectors and company forms."""
+    return _words(text) - _SMALL_WORDS - _COMPANY_FORMS
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(normalise_word(w) for w in re.findall(r"[\w'’.&-]+", text) if w.strip("."))
+
+
+FINDERS = {
+    JURISDICTION: jurisdictions,
+    DATE: dates,
+    PERIOD: periods,
+    AMOUNT: amounts,
+    DOSE: doses,
+    DOCKET: dockets,
+    PARTY: names,
+    COURT: courts,
+    OUTCOME: outcomes,
+    RENEWAL: renewals,
+}
+
+
+def values_of(kind: str, text: str) -> list[Value]:
+    """The values of `kind` that `text` states; an expiry is a date or a period."""
+    if kind == EXPIRY:
+        return dates(text) + periods(text)
+    finder = FINDERS.get(kind)
+    return finder(text) if finder is not None else []

@@ -1,0 +1,172 @@
+"""Whether a quote states a value in the role a question asks about: the words around the value
+that say what it is (pipelines.answer.roles reads them for each part of a question).
+
+- jurisdiction: governing-law wording ("governed by", "construed") with the place after "the
+  laws of", or the only place the sentence names;
+- party: the name in a preamble or caption: after "between", near "v.", or followed by a
+  defined-term parenthesis or "a Delaware corporation";
+- court: the name as the opening writes it (pages 1-2, or in capitals, or "In the ...");
+- date: the nearest date words say it is the date asked about (made, effective, decided), of
+  this document and not another one it names; expiry: term or end wording near it;
+- period, amount: the sentence shares the question's own nouns; dose: dosing words;
+- docket, renewal: the value is its own role ("No. 12-345", "shall renew");
+- outcome: a sentence that orders it ("we affirm", "the judgment is reversed");
+- warning, contraindication, indication: the section's own words.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipelines.answer import asked as k
+from pipelines.answer.kind_values import Value, values_of
+from pipelines.answer.quote_context import Quoted
+from pipelines.retrieval.bm25 import terms
+
+# The opening of an opinion, where its court is named.
+OPENING_PAGES = 2
+# How far before or after a name the words that make it a party are looked for.
+PARTY_REACH_CHARS = 200
+
+_GOVERNING = re.compile(r"\bgovern\w*|\bconstrued\b|\binterpreted\b|\benforced\b", re.I)
+_LAW_OF = re.compile(
+    r"\blaws?\s+(?:in\s+force\s+in\s+|of\s+)(?:the\s+)?(?:(?:state|commonwealth|province|"
+    r"republic|kingdom)\s+of\s+)?(?:the\s+)?",
+    re.IGNORECASE,
+)
+LAW_OF_REACH_CHARS = 40
+_GOVERNING = re.compile(r"\bgovern\w*|\bconstrued\b|\binterpreted\b|\benforced\b", re.I)
+_LAW_OF = re.compile(
+    r"\blaws?\s+(?:in\s+force\s+in\s+|of\s+)(?:the\s+)?(?:(?:state|commonwealth|province|"
+    r"republic|kingdom)\s+of\s+)?(?:the\s+)?",
+    re.IGNORECASE,
+)
+LAW_OF_REACH_CHARS = 40
+_PARTY_BEFORE = re.compile(r"\b(?:between|among)\b", re.IGNORECASE)
+_CASE_CITATION = re.compile(r"\b\d+\s+(?:[A-Z][\w.]*\s*){1,4}\d+\b|\bSee\b")
+_VERSUS = re.compile(r"(?<![\w.])vs?\.(?=\s|$)")
+# After a party's name: its company form, then a defined-term parenthesis ("(“Acme”)"), what
+# it is ("a Delaware corporation"), or its role in a caption ("Plaintiff, Appellant").
+_PARTY_AFTER = re.compile(
+    r"^[\s,]*(?:(?:Inc|LLC|L\.L\.C|Ltd|Corp|Co|LP|L\.P|LLP|PLC|AG|GmbH|S\.A|N\.A)\b\.?[\s,]*)*"
+    r"(?:[^.;]{0,80}?\(\s*(?:the\s+|each\s+a\s+|collectively\s+|hereinafter\s+)?[“\"']"
+    r"|(?:a|an)\s+[\w\s,.-]{0,60}?\b(?:corporation|company|partnership|association|limited|"
+    r"trust|bank|university|entity|organi[sz]ation|agency|fund|society)\b"
+    r"|(?:plaintiffs?|defendants?|appellants?|appellees?|petitioners?|respondents?)\b)",
+    re.IGNORECASE,
+)
+
+# What a date is the date of, read from the words nearest before it (else right after it):
+# "made and entered into as of the 19th day of December" is the date it was made; "shall
+# commence as of the date hereof and shall expire on December 31" is when it ends.
+_DATE_CUE = re.compile(
+    r"\b(?P<made>made|entered|dated|signed|executed|as\s+of|day\s+of|date[d:]?)\b"
+    r"|\b(?P<decided>decided|filed|argued|issued|submitted)\b"
+    r"|\b(?P<effective>effective|commenc\w*|start\w*|begin\w*)\b"
+    r"|\b(?P<end>expir\w*|terminat\w*|until|through|end\w*|renew\w*)\b",
+    re.IGNORECASE,
+)
+_DATE_ASKED = (
+    ("decided", re.compile(r"\b(?:decided|issued|filed|argued)\b", re.I)),
+    ("effective", re.compile(r"\b(?:effective|start|starts|begin|begins|commence\w*)\b", re.I)),
+    ("made", re.compile(r"\b(?:made|entered|dated|signed|executed|agreement\s+date)\b", re.I)),
+)
+# The classes of cue that say a date is the one asked about, by what is asked.
+_DATE_ACCEPTS = {
+    "made": {"made"},
+    "effective": {"effective", "made"},
+    "decided": {"decided", "made"},
+}
+DATE_CUE_BEFORE_CHARS, DATE_CUE_AFTER_CHARS = 80, 40
+_DOCUMENT_NOUN = re.compile(
+    r"(?P<this>\b(?:this|the|such|said)\s+[“\"']?|[“\"'])?\b(?:agreement|contract|lease|amendment)\b",
+    re.IGNORECASE,
+)
+_ROLE_WORDS = {
+    k.EXPIRY: r"\bterms?\b|\bexpir\w*|\bterminat\w*|\buntil\b|\bend\w*\b|\bcontinu\w*|\bperiod\b"
+              r"|\bthrough\b|\bin\s+(?:full\s+)?(?:force|effect)\b",
+    k.DOSE: r"\bdos\w*|\badminister\w*|\bdaily\b|\bonce\b|\btwice\b|\bevery\b|\btimes\b|\btake\w*"
+            r"|\brecommended\b|\binitial\b|\bmaximum\b|\bper\s+day\b|\bhours?\b",
+    k.OUTCOME: r"\bwe\b|\bthis\s+court\b|\bthe\s+court\b|\bjudgment\b|\border\w*\b|\bdecision\b"
+               r"|\bhereby\b|\baccordingly\b|\btherefore\b|\bthus\b|\bappeal\b|\bpetition\b",
+    k.WARNING: r"\bwarn\w*|\bcaution\w*|\bprecaution\w*|\brisks?\b|\bmay\s+cause\b|\badverse\b"
+               r"|\bside\s+effects?\b|\bserious\b|\bfatal\b|\bmonitor\w*",
+    k.CONTRAINDICATION: r"\bcontraindicat\w*|\bshould\s+not\s+be\s+(?:used|given|taken|"
+                        r"administered)\b|\bdo\s+not\s+(?:use|give|take|administer)\b|\bmust\s+not\b",
+    k.INDICATION: r"\bindicated\b|\bindications?\b|\btreatment\s+of\b|\bused\s+(?:to\s+treat|for)\b"
+                  r"|\bfor\s+the\s+(?:treatment|management|prevention)\b",
+}  # fmt: skip
+ROLE = {kind: re.compile(pattern, re.IGNORECASE) for kind, pattern in _ROLE_WORDS.items()}
+# Question words that name no particular thing: left out of the nouns a quote must share.
+_GENERIC_QUESTION_STEMS = frozenset(
+    terms(
+        "agreement contract document lease license long many much period time day days week "
+        "weeks month months year years amount number total state says say given give"
+    )
+)
+
+
+def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
+    """Whether `quote` states `value` (a value of the quote's text) in the role `kind` asks."""
+    text = quote.text
+    if kind == k.JURISDICTION:
+        if not _GOVERNING.search(text):
+            return False
+        introduced = any(
+            0 <= value.start - m.end() <= LAW_OF_REACH_CHARS for m in _LAW_OF.finditer(text)
+        )
+        places = {v.text.lower() for v in values_of(k.JURISDICTION, text)}
+        return introduced or len(places) == 1
+    if kind == k.PARTY:
+        before = text[max(0, value.start - PARTY_REACH_CHARS) : value.start]
+        after = text[value.end : value.end + PARTY_REACH_CHARS]
+        near = text[max(0, value.start - PARTY_REACH_CHARS) : value.end + PARTY_REACH_CHARS]
+        # "See A v. B, 200 U.S. 321" cites another case: its "v." names no party of this one.
+        versus = _VERSUS.search(near) is not None and _CASE_CITATION.search(near) is None
+        return bool(_PARTY_BEFORE.search(before) or _PARTY_AFTER.search(after) or versus)
+    if kind == k.COURT:
+        written = text[value.start : value.end]
+        lead = text[max(0, value.start - 8) : value.start].lower()
+        return quote.page <= OPENING_PAGES or written.isupper() or "in the" in lead
+    if kind == k.DATE:
+        asked = next((name for name, cue in _DATE_ASKED if cue.search(clause)), None)
+        if asked is None:
+            return _shares_question_noun(clause, text)
+        return _date_cue(text, value) in _DATE_ACCEPTS[asked] and not _of_another_document(
+            text, value
+        )
+    if kind == k.EXPIRY:
+        near = text[max(0, value.start - DATE_CUE_BEFORE_CHARS) : value.end + DATE_CUE_AFTER_CHARS]
+        return ROLE[k.EXPIRY].search(near) is not None
+    if kind in (k.PERIOD, k.AMOUNT):
+        return _shares_question_noun(clause, text)
+    if kind in (k.DOCKET, k.RENEWAL):
+        return True  # the value is its own role: "No. 12-345", "shall renew"
+    if kind == k.OUTCOME:
+        return bool(ROLE[k.OUTCOME].search(text)) or text.strip().isupper()
+    return bool(ROLE[kind].search(text))
+
+
+def _of_another_document(text: str, value: Value) -> bool:
+    """Whether the date belongs to another document the sentence names: "supersedes the Mutual
+    Disclosure Agreement dated as of May 1" (the last document noun before the date has a
+    name of its own, not "this" or "the")."""
+    before = text[max(0, value.start - DATE_CUE_BEFORE_CHARS) : value.start]
+    nouns = list(_DOCUMENT_NOUN.finditer(before))
+    return bool(nouns) and not nouns[-1].group("this")
+
+
+def _date_cue(text: str, value: Value) -> str | None:
+    """The class of the cue nearest before `value` (else the first right after it)."""
+    before = list(
+        _DATE_CUE.finditer(text[max(0, value.start - DATE_CUE_BEFORE_CHARS) : value.start])
+    )
+    if before:
+        return before[-1].lastgroup
+    after = _DATE_CUE.search(text[value.end : value.end + DATE_CUE_AFTER_CHARS])
+    return after.lastgroup if after else None
+
+
+def _shares_question_noun(clause: str, text: str) -> bool:
+    nouns = set(terms(clause)) - _GENERIC_QUESTION_STEMS
+    return not nouns or bool(nouns & set(terms(text)))
