@@ -186,7 +186,7 @@ def _echo_section(documents: list[dict[str, Any]]) -> list[str]:
         "## Prompt text in summaries (issue 21)",
         "",
         "Each stored part of a summary (the lead lines, the checked sentences, the model's raw "
-        "text) against the prompt templates of pipelines/prompts.py and pipelines/answer/"
+        "text) against the prompt templates of pipelines/prompts/templates.py and pipelines/answer/"
         "prompts.py rendered with an empty document: any run of 6 words they share, or a "
         'placeholder ("Paste your answer here", "This is one part of a longer").',
         "",

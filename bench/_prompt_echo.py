@@ -1,9 +1,9 @@
 """Whether a stored text repeats our prompts: any run of ECHO_WORDS words that also occurs in a
 prompt template, or a placeholder phrase a small model copies from its instructions.
 
-The templates are rendered with an empty document, the way pipelines.prompts.summary_task_text
+The templates are rendered with an empty document, the way pipelines.prompts.templates.summary_task_text
 does it, so only the instructions' own words are in them. Each template is taken from the
-checkout that runs (pipelines/prompts.py, pipelines/answer/prompts.py): a template that is
+checkout that runs (pipelines/prompts/templates.py, pipelines/prompts/quoted_question.py): a template that is
 missing there (renamed while this file was not) is named in `unavailable` rather than failing.
 """
 
@@ -39,8 +39,8 @@ def _contents(messages: Iterable[dict[str, str]]) -> str:
 
 
 def _renderers() -> dict[str, Callable[[], str]]:
-    from pipelines import prompts
-    from pipelines.answer import prompts as answer_prompts
+    from pipelines.prompts import quoted_question as answer_prompts
+    from pipelines.prompts import templates as prompts
 
     empty = prompts.document_block(None, "")
     renderers: dict[str, Callable[[], str]] = {

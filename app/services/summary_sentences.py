@@ -25,7 +25,7 @@ NONE_SUPPORTED = (
 
 def nothing_stated(stats: dict[str, Any] | None) -> str:
     """Why a checked summary shows no sentence of the model's, in plain words: it wrote back
-    its instructions (pipelines.prompt_echo left them out), or no full sentence at all."""
+    its instructions (pipelines.prompts.echo left them out), or no full sentence at all."""
     if (stats or {}).get("num_prompt_sentences_dropped"):
         return (
             f"{_NOTHING}: it repeated its own instructions, which are left out, and wrote no "

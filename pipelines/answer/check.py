@@ -26,7 +26,7 @@ What each status means (pipelines.answer.assess decides; the same three states e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipelines.answer.assess import (
     PARTLY_SUPPORTED,
@@ -41,6 +41,7 @@ from pipelines.answer.rejections import without_prompt_echo
 from pipelines.answer.support import IN_DOCUMENT, FactIndex, check_support
 from pipelines.answer.verbatim import VerbatimIndex
 from pipelines.documents import Passage
+from pipelines.prompts.echo import drop_prompt_sentences
 from pipelines.repetition import before_loop
 from pipelines.retrieval.evidence import DocumentSentences, Evidence
 from pipelines.retrieval.quotes import sentence_quote
@@ -59,6 +60,9 @@ NOT_FOUND_TEXT = (
     "They are quoted below, for you to check."
 )
 EMPTY_REASON = "The model's answer was empty or repeated itself from its first words."
+ECHO_REASON = (
+    "The model's answer only repeats the question or its instructions, which are left out."
+)
 
 __all__ = [
     "ALL_STATUSES",
@@ -89,6 +93,7 @@ class Verdict:
     reason: str = ""  # why the model's text was set apart, a sentence
     support_pages: tuple[int, ...] = ()  # the pages of the quotes the answer rests on
     by_quote: bool = False  # the answer shown is quotes (from `quotes`, best first)
+    num_prompt_sentences_dropped: int = 0  # sentences of the model's that repeated its prompt
 
 
 def quoted_answer(quote: Evidence) -> str:
@@ -114,12 +119,34 @@ def judge_answer(
     `facts` and `verbatim`: the document's FactIndex and VerbatimIndex, for callers that
     judge many answers of one document.
     """
+    # Nothing of the prompt is kept, judged or shown, not even beside a fallback
+    # (pipelines.prompts.echo: instructions, placeholders, a facts example the document lacks).
+    written, num_echoes = drop_prompt_sentences(model_text.strip(), document=sentences.text)
+    verdict = _judge(
+        written, quotes, sentences, passages, question, echo_of, facts, verbatim, num_echoes
+    )
+    return replace(verdict, num_prompt_sentences_dropped=num_echoes)
+
+
+def _judge(
+    model_text: str,
+    quotes: Sequence[Evidence],
+    sentences: DocumentSentences,
+    passages: Sequence[Passage],
+    question: str,
+    echo_of: str | None,
+    facts: FactIndex | None,
+    verbatim: VerbatimIndex | None,
+    num_echoes: int = 0,
+) -> Verdict:
     quotes = list(quotes)
-    raw = model_text.strip()
-    usable = without_prompt_echo(before_loop(raw)).strip()
-    loop_cut = usable != raw
+    raw = model_text
+    uncut = without_prompt_echo(raw).strip()
+    usable = before_loop(uncut).strip()
+    loop_cut = usable != uncut
     if not usable:
-        return _from_quotes(question, quotes, raw or None, EMPTY_REASON, QUOTED, loop_cut)
+        reason = ECHO_REASON if num_echoes and not uncut else EMPTY_REASON
+        return _from_quotes(question, quotes, raw or None, reason, QUOTED, loop_cut)
     document = facts or sentences.text
     claims = check_support(usable, [q.text for q in quotes], document)
     offsets = [c.document_offset for c in claims.checks if c.found_in == IN_DOCUMENT]

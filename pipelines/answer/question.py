@@ -3,7 +3,7 @@
 Evidence first: the passages that rank best for the question (BM25, or any PassageRanker) give
 the sentences that share most of its terms (pipelines.retrieval.evidence): the quotes, those
 that state what the question asks in its role first (pipelines.answer.assess.settling_first).
-The prompt (pipelines.answer.prompts) holds the document, then the quotes, then the question.
+The prompt (pipelines.prompts.quoted_question) holds the document, then the quotes, then the question.
 The model's answer is then judged by meaning (pipelines.answer.check): supported, partly
 supported (what is missing in stats["support_missing"]) or not supported; when the model's text
 cannot stand, the quotes that answer the question on their own are the answer, else the best
@@ -16,7 +16,7 @@ A stored key fact that matches the question is checked the same way before it an
 the facts job found nothing for answers "not found" only when no quote states what is asked.
 
 Full document: when the page-marked document, the quotes, the question and the answer fit the
-context, the document is the prompt prefix (pipelines.prompts) and the task comes last, so a
+context, the document is the prompt prefix (pipelines.prompts.templates) and the task comes last, so a
 second question about the same document reuses the cached KV blocks on that worker and only the
 task is computed. Retrieval: otherwise the best-ranked passages (as many of the top
 `num_passages` as fit) are given instead, in document order with their page markers.
@@ -64,14 +64,14 @@ from pipelines.answer.check import (
 )
 from pipelines.answer.cited_pages import checked_citations
 from pipelines.answer.from_facts import FactAnswer, KnownFact, fact_answer, not_found_text
-from pipelines.answer.prompts import quoted_question_messages, task_words
 from pipelines.answer.role_search import role_quotes
 from pipelines.citations import citation_line, keep_pages, parse_citations
 from pipelines.documents import Passage
 from pipelines.errors import ContextTooSmallError
 from pipelines.inputs import DocumentInput
 from pipelines.model_calls import CallLog, fits
-from pipelines.prompts import document_block, render_pages, render_passages
+from pipelines.prompts.quoted_question import quoted_question_messages, task_words
+from pipelines.prompts.templates import document_block, render_pages, render_passages
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.retrieval.bm25 import PassageIndex
 from pipelines.retrieval.evidence import DocumentSentences, Evidence, sentence_evidence
@@ -211,6 +211,7 @@ def answer_question(
         "num_claims": verdict.num_claims,
         "num_unsupported_claims": len(verdict.unsupported_claims),
         "answer_loop_cut": verdict.loop_cut,
+        "num_prompt_sentences_dropped": verdict.num_prompt_sentences_dropped,
     } | _support_notes(verdict.missing, verdict.reason)
     logger.info(
         "answer done: method=%s support=%s citation_source=%s cited_pages=%d quotes=%d",

@@ -5,8 +5,8 @@ The caller ranks passages across the collection (the database's full text fused 
 pipelines.retrieval.library_ranking) and hands over the best ones with their documents. From each document
 the sentences that match the question best are quoted (pipelines.retrieval.evidence); the prompt holds the
 passages, document by document under page markers naming the document, then the quotes, then the
-question (pipelines/collection/prompts.py). The model's sentences that repeat a prompt are
-dropped first, so none is stored or shown (pipelines.prompt_echo). The answer is checked as for one document (pipelines.answer.assess, with
+question (pipelines/prompts/collection.py). The model's sentences that repeat a prompt are
+dropped first, so none is stored or shown (pipelines.prompts.echo). The answer is checked as for one document (pipelines.answer.assess, with
 pipelines.answer.check's statuses): kept when supported or partly supported by the quotes
 (what is missing goes in stats["support_missing"]); else the quotes that answer the question on
 their own, or the best quote, stand in its place (why, in stats["support_reason"]). Citations
@@ -25,7 +25,6 @@ from pipelines.answer.assess import PARTLY_SUPPORTED, answer_by_quotes, assess
 from pipelines.answer.check import NO_ANSWER, QUOTED, SUPPORTED
 from pipelines.answer.rejections import without_prompt_echo
 from pipelines.citations import remove_citations
-from pipelines.collection.prompts import INSTRUCTIONS, NOT_STATED, SYSTEM_PROMPT, answer_messages
 from pipelines.collection.sources import (
     CitedPage,
     SourceDocument,
@@ -40,8 +39,9 @@ from pipelines.collection.sources import (
 from pipelines.documents import Passage
 from pipelines.errors import ContextTooSmallError
 from pipelines.model_calls import CallLog, fits
-from pipelines.prompt_echo import drop_prompt_sentences
-from pipelines.prompts import render_passages
+from pipelines.prompts.collection import INSTRUCTIONS, NOT_STATED, SYSTEM_PROMPT, answer_messages
+from pipelines.prompts.echo import drop_prompt_sentences
+from pipelines.prompts.templates import render_passages
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.repetition import before_loop
 from pipelines.retrieval.evidence import sentence_evidence
@@ -103,7 +103,7 @@ def answer_across(
     raw = calls.run("answer", messages, max_new_tokens=max_new_tokens, on_progress=on_progress)
     allowed = _allowed_pages(chosen, documents)
     texts = _documents_text(chosen, documents)
-    # Nothing of the prompt is kept or shown, not even beside a fallback (pipelines.prompt_echo).
+    # Nothing of the prompt is kept or shown, not even beside a fallback (pipelines.prompts.echo).
     written, num_echoes = drop_prompt_sentences(raw.strip(), document=texts)
     judged = _judge(question, written, quotes, chosen, documents, allowed)
     stats = calls.stats()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pipelines.documents import Passage
 from pipelines.inputs import DocumentInput
+from pipelines.prompts.collection import cite
 from pipelines.retrieval.evidence import DocumentSentences, Evidence
 from pipelines.retrieval.ranking import PassageRanker
 
@@ -71,10 +72,6 @@ def labels_for(titles: Sequence[tuple[int, str | None, str]]) -> dict[int, str]:
 def label_markers(block: str, label: str) -> str:
     """A rendered block's "[p. N]" page markers as "[Label, p. N]"."""
     return _MARKER_LINE.sub(lambda m: f"[{label}, p. {m.group(1)}]", block)
-
-
-def cite(label: str, page: int) -> str:
-    return f"[{label}, p. {page}]"
 
 
 def parse_source_citations(

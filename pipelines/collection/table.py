@@ -6,11 +6,11 @@ all in the question: pipelines.answer.from_facts.fact_for) gets the fact's value
 with no model call. Every other document gets a short prompt of its own: the sentences that
 match the question best (from its best passages), each with CONTEXT_SENTENCES of its neighbours
 on either side, page-marked, then those sentences quoted and the question
-(pipelines.answer.prompts, as for one document). A cell needs the clause, not the passages
+(pipelines.prompts.quoted_question, as for one document). A cell needs the clause, not the passages
 around it: the excerpts are a third of the passages' tokens, and the prefill of 50 prompts is
 most of the job's time on a CPU (bench/results/collection_question.md). All those
 prompts go to the model in ONE ChatModel.complete_many call, which the engine batches. Each
-answer, its sentences that repeat the prompt dropped (pipelines.prompt_echo), is checked as a
+answer, its sentences that repeat the prompt dropped (pipelines.prompts.echo), is checked as a
 one-document answer is (pipelines.answer.check.judge_answer); when it
 falls back, the row's answer is the best quote.
 """
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 from pipelines.answer.check import FALLBACK_STATUSES, NO_ANSWER, judge_answer
 from pipelines.answer.from_facts import fact_for
-from pipelines.answer.prompts import quoted_question_messages, task_words
 from pipelines.collection.answer import CollectionResult
 from pipelines.collection.sources import CitedPage, SourceDocument, SourceQuote
 from pipelines.model_calls import CallLog, fits
-from pipelines.prompt_echo import drop_prompt_sentences
-from pipelines.prompts import GAP_MARKER, document_block, render_span
+from pipelines.prompts.echo import drop_prompt_sentences
+from pipelines.prompts.quoted_question import quoted_question_messages, task_words
+from pipelines.prompts.templates import GAP_MARKER, document_block, render_span
 from pipelines.protocols import ChatModel, Embedder
 from pipelines.retrieval.bm25 import PassageIndex
 from pipelines.retrieval.evidence import DocumentSentences, Evidence, sentence_evidence
@@ -95,7 +95,7 @@ def answer_each(
     )
     num_echoes = 0
     for (source, quotes, _), output in zip(asked, outputs, strict=True):
-        # A sentence that repeats the prompt is no part of the answer (pipelines.prompt_echo).
+        # A sentence that repeats the prompt is no part of the answer (pipelines.prompts.echo).
         written, dropped = drop_prompt_sentences(output, document=source.sentences.text)
         num_echoes += dropped
         verdict = judge_answer(
@@ -161,7 +161,7 @@ def _messages(source, quotes, question, model) -> list[dict[str, str]]:
 
 def around_quotes(sentences: DocumentSentences, quotes: Sequence[Evidence]) -> str:
     """The quoted sentences, each with CONTEXT_SENTENCES on either side, in document order,
-    touching ones merged, page-marked, gaps shown (as pipelines.prompts.render_passages)."""
+    touching ones merged, page-marked, gaps shown (as pipelines.prompts.templates.render_passages)."""
     starts = [start for start, _ in sentences.spans]
     if not starts:
         return ""

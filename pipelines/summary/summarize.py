@@ -2,7 +2,7 @@
 
 One pass: the whole page-marked document and the template's instructions in one prompt; the engine
 reads it with chunked prefill. Its prompt shares the document prefix with later questions
-(pipelines.prompts), so they reuse the cached KV blocks.
+(pipelines.prompts.templates), so they reuse the cached KV blocks.
 
 Hierarchical: the passages are cut into sections that fit (pipelines.sections), each section is
 summarized and labelled with its pages ("Pages 4-9: ..."), and the section summaries are
@@ -14,7 +14,7 @@ deep. The result says which path was taken.
 
 Either way, a sentence that repeats a prompt ("This is one part of a longer contract.", "Paste
 your answer here.") is dropped from whatever the model writes, a section summary, a group's or
-the whole summary, before it is combined or stored (pipelines.prompt_echo; the stats count them).
+the whole summary, before it is combined or stored (pipelines.prompts.echo; the stats count them).
 Every sentence of the final summary is then checked against the document
 (pipelines.summary.support): its quotes with their pages, and whether it is supported.
 """
@@ -30,8 +30,8 @@ from typing import Any
 from pipelines.errors import ContextTooSmallError
 from pipelines.inputs import DocumentInput
 from pipelines.model_calls import CallLog, fits
-from pipelines.prompt_echo import drop_prompt_sentences
-from pipelines.prompts import (
+from pipelines.prompts.echo import drop_prompt_sentences
+from pipelines.prompts.templates import (
     Template,
     choose_template,
     combine_messages,
@@ -215,7 +215,7 @@ def _check(
 
 class _PromptEchoes:
     """Drops the sentences that repeat a prompt from each text the model writes
-    (pipelines.prompt_echo), counting them for the stats."""
+    (pipelines.prompts.echo), counting them for the stats."""
 
     def __init__(self, sentences: DocumentSentences) -> None:
         self.sentences = sentences

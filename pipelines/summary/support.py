@@ -17,7 +17,7 @@ here it runs per sentence of the summary:
    quote. Else it is "no_evidence": nothing false found, but nothing to check it against.
 
 A sentence that repeats the prompt never gets here: pipelines.summary.summarize drops it from
-the model's text first (pipelines.prompt_echo), so it is neither checked nor stored.
+the model's text first (pipelines.prompts.echo), so it is neither checked nor stored.
 
 The summary shown puts the page of its best quote after each supported sentence and sets the
 others apart, so every sentence a reader takes from it can be checked on a cited page.

@@ -107,7 +107,7 @@ class LoopingModel(EchoModel):
     """Like a small greedy model caught in a loop from its first words."""
 
     def _answer(self, content: str) -> str:
-        return "The parties to this agreement are " * 12
+        return "The rent of the premises is the rent of the premises and " * 12
 
 
 @dataclass

@@ -3,7 +3,7 @@ import pytest
 from pipelines.answer.question import answer_question
 from pipelines.citations import citation_line, parse_citations
 from pipelines.errors import ContextTooSmallError
-from pipelines.prompts import TASK_SEPARATOR, document_block, render_pages
+from pipelines.prompts.templates import TASK_SEPARATOR, document_block, render_pages
 from pipelines.retrieval.bm25 import PassageIndex
 from tests.pipelines.echo_model import EchoModel, filler_page, make_document
 

@@ -1,4 +1,4 @@
-"""A summary never states its prompt (pipelines.summary.summarize with pipelines.prompt_echo): a
+"""A summary never states its prompt (pipelines.summary.summarize with pipelines.prompts.echo): a
 model that writes back its section task, its combine task and a chat placeholder beside the
 document's sentences has none of them combined, stored or checked; one that writes nothing
 else leaves an empty summary that says so, and the stats count what was dropped."""
@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from pipelines.ingest.sentences import split_sentences
-from pipelines.prompt_echo import overlaps_prompt
-from pipelines.prompts import TASK_SEPARATOR
+from pipelines.prompts.echo import overlaps_prompt
+from pipelines.prompts.templates import TASK_SEPARATOR
 from pipelines.summary.summarize import summarize
 from pipelines.summary.support import summary_sentences
 from tests.pipelines.echo_model import EchoModel, filler_page, make_document

@@ -4,7 +4,7 @@ import pytest
 
 from pipelines.citations import parse_citations
 from pipelines.errors import ContextTooSmallError
-from pipelines.prompts import render_pages
+from pipelines.prompts.templates import render_pages
 from pipelines.repetition import max_phrase_repeats
 from pipelines.summary.summarize import summarize
 from tests.pipelines.echo_model import (

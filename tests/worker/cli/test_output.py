@@ -77,20 +77,20 @@ def _printed_answer(answer: Answer) -> str:
     return " ".join(out.getvalue().split())
 
 
-QUOTE = {"text": "Either party may end the lease with three months notice.", "page": 2}
+NOTICE = {"text": "Either party may end the lease with three months notice.", "page": 2}
 
 
 def test_the_three_support_states_print_their_labels_and_what_is_missing() -> None:
-    supported = Answer(answer="Ohio law governs [p. 3].", support="supported", quotes=[QUOTE],
+    supported = Answer(answer="Ohio law governs [p. 3].", support="supported", quotes=[NOTICE],
                        cited_pages=[3], stats={}, unsupported_claims=[])  # fmt: skip
     partly = Answer(
         answer="Either party may end it with three months notice [p. 2].",
-        support="partly_supported", quotes=[QUOTE], cited_pages=[2], unsupported_claims=[],
+        support="partly_supported", quotes=[NOTICE], cited_pages=[2], unsupported_claims=[],
         stats={"support_missing": "Partly supported: it does not say whether it renews."},
     )  # fmt: skip
     unsupported = Answer(
         answer='"Either party may end the lease with three months notice." (quoted from p. 2)',
-        support="unsupported", quotes=[QUOTE], cited_pages=[2], stats={},
+        support="unsupported", quotes=[NOTICE], cited_pages=[2], stats={},
         model_answer="It ends in 2031.", unsupported_claims=["2031"],
     )  # fmt: skip
     assert "Supported by the quoted text. The quotes state what the question asks" in (

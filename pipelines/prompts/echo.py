@@ -13,7 +13,7 @@ For callers: `overlaps_prompt(sentence, document=None) -> bool` for one sentence
 says (rule 4).
 
 The prompts are every prompt the pipelines send, rendered without a document
-(pipelines.prompt_texts). A sentence overlaps them, case, punctuation, page references and
+(pipelines.prompts.texts). A sentence overlaps them, case, punctuation, page references and
 citations aside, when:
 
 1. it is a placeholder ("Paste your answer here", "[Your answer]", "Insert the date here"), or
@@ -35,7 +35,7 @@ citations aside, when:
    all its content words: the examples are written in the genre's own words, and a contract may
    say what an example says.
 
-Subject words (pipelines.prompt_texts.subject_words: "court", "parties", "governing law") are
+Subject words (pipelines.prompts.texts.subject_words: "court", "parties", "governing law") are
 what documents are about: "The court affirmed the dismissal." is made of an opinion prompt's
 topic words and is a fine summary sentence; a sentence needs words of the task itself to echo it.
 """
@@ -49,7 +49,7 @@ from functools import cached_property, lru_cache
 
 from pipelines.citations import remove_citations
 from pipelines.ingest.sentences import split_sentences
-from pipelines.prompt_texts import EXAMPLE, QUESTION, prompt_texts, subject_words
+from pipelines.prompts.texts import EXAMPLE, QUESTION, prompt_texts, subject_words
 from pipelines.repetition import WORD
 from pipelines.retrieval.bm25 import terms
 

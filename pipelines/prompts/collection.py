@@ -1,16 +1,33 @@
 """The prompt of a question across a collection: the chosen passages, document by document
 under page markers naming each document, then the quotes, then the question.
 
-Kept apart from answer.py so that pipelines.prompt_texts can render it without a document
-(every prompt the pipelines send is checked against the model's output: pipelines.prompt_echo).
+Kept apart from answer.py so that pipelines.prompts.texts can render it without a document
+(every prompt the pipelines send is checked against the model's output: pipelines.prompts.echo).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
-from pipelines.collection.sources import SourceQuote, cite
-from pipelines.prompts import TASK_SEPARATOR
+from pipelines.prompts.templates import TASK_SEPARATOR
+from pipelines.retrieval.evidence import Evidence
+
+
+class SourceQuote(Protocol):
+    """A quoted sentence and the label of its document (pipelines.collection.sources has them)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def evidence(self) -> Evidence: ...
+
+
+def cite(label: str, page: int) -> str:
+    """A page of a document in a collection, as the prompt marks it and the model cites it."""
+    return f"[{label}, p. {page}]"
+
 
 SYSTEM_PROMPT = (
     "You are LongDoc, a careful assistant for legal and medical documents. "

@@ -1,5 +1,5 @@
 """Every prompt the pipelines send, rendered without a document: the words a model's summary or
-answer must never give back as its own (pipelines.prompt_echo checks them).
+answer must never give back as its own (pipelines.prompts.echo checks them).
 
 Rendered from the same functions that build the real prompts, so a new template, topic, key-fact
 field or instruction is covered the day it is added. Each prompt is one `PromptText`:
@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipelines.answer import prompts as answer_prompts
-from pipelines.collection import prompts as collection_prompts
 from pipelines.facts import prompts as facts_prompts
 from pipelines.facts.fields import SCHEMAS
-from pipelines.prompts import (
+from pipelines.prompts import collection as collection_prompts
+from pipelines.prompts import quoted_question as answer_prompts
+from pipelines.prompts.templates import (
     TEMPLATES,
     combine_messages,
     document_block,

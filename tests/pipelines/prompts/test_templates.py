@@ -1,5 +1,5 @@
 from pipelines.documents import PageText
-from pipelines.prompts import (
+from pipelines.prompts.templates import (
     CONTRACT,
     COURT_OPINION,
     GENERAL,

@@ -1,4 +1,4 @@
-"""The prompt-echo guard (pipelines/prompt_echo.py): every sentence of every prompt template the
+"""The prompt-echo guard (pipelines/prompts/echo.py): every sentence of every prompt template the
 pipelines send is caught, as sent and as a model reworded it, and so are chat placeholders;
 real-looking summary and answer sentences of invented documents are not."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.answer.prompts import quoted_question_messages
-from pipelines.collection.prompts import answer_messages
 from pipelines.collection.sources import SourceQuote
 from pipelines.facts.fields import SCHEMAS
 from pipelines.facts.prompts import field_messages
 from pipelines.ingest.sentences import split_sentences
-from pipelines.prompt_echo import drop_prompt_sentences, overlaps_prompt
-from pipelines.prompts import (
+from pipelines.prompts.collection import answer_messages
+from pipelines.prompts.echo import drop_prompt_sentences, overlaps_prompt
+from pipelines.prompts.quoted_question import quoted_question_messages
+from pipelines.prompts.templates import (
     TEMPLATES,
     combine_messages,
     document_block,

@@ -1,7 +1,7 @@
 """The evidence-first question prompt: the document block, then the quoted sentences that bear
 on the question, then the question.
 
-The document block comes first and unchanged (pipelines.prompts), so a second question about a
+The document block comes first and unchanged (pipelines.prompts.templates), so a second question about a
 document that fits the context still reuses its cached prefix; the quotes belong to the task,
 after it. Putting them next to the question is what helps a small model: it answers from the
 few sentences it has just read rather than from pages thousands of tokens back.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipelines.prompts import SYSTEM_PROMPT, TASK_SEPARATOR
+from pipelines.prompts.templates import SYSTEM_PROMPT, TASK_SEPARATOR
 from pipelines.retrieval.evidence import Evidence
 
 NO_QUOTES = "(No sentence of the document shares a word with the question.)"
