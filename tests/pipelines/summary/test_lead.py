@@ -26,6 +26,9 @@ def test_an_opinion_leads_with_its_court_case_date_and_disposition() -> None:
     assert [line.text for line in lead] == [
         "Court: COURT OF APPEALS OF THE STATE OF EXAMPLE.",
         "Parties: HALVERSEN TIMBER COMPANY v. COUNTY OF BRISTLECONE.",
+        # The caption's roles (a field of its own since issue 21).
+        "Parties and roles: HALVERSEN TIMBER COMPANY (plaintiff-appellant); "
+        "COUNTY OF BRISTLECONE (defendant-appellee).",
         "Docket number: No. 19-4417.",
         "Date: October 5, 2020.",
         "Disposition: affirmed.",
