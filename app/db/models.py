@@ -343,7 +343,8 @@ class Answer(Base):
 class Fact(Base):
     """One key fact of a document (pipelines.facts.extract): a field's value, the quoted sentences it
     rests on ({"text", "page", "start_char", "end_char"} each, verbatim), its page and how it
-    was found. A document holds the facts of its latest facts job only; `position` is the
+    was found, where it stands (`origin`) and, for a value of several parts, its rows
+    (`value_table`). A document holds the facts of its latest facts job only; `position` is the
     field's place in its schema, for showing and exporting fields in order."""
 
     __tablename__ = "facts"
@@ -368,6 +369,14 @@ class Fact(Base):
     confidence: Mapped[float] = mapped_column(Float)
     source: Mapped[FactSource] = mapped_column(_enum(FactSource, "fact_source"))
     model: Mapped[str] = mapped_column(Text)
+    # Where the value was read, for a person: "caption, p. 1", "section 2 DOSAGE AND
+    # ADMINISTRATION, p. 3", "clause 12.1, p. 9"; "" for an empty value.
+    origin: Mapped[str] = mapped_column(Text, default="", server_default=text("''"))
+    # A value of several rows (a label's doses: {"indication", "population", "dose", "page",
+    # "start_char", "end_char"} each); empty for every other field.
+    value_table: Mapped[list[dict[str, Any]]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
 
 

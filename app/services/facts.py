@@ -28,7 +28,9 @@ EXPORT_FORMATS = (".csv", ".json")
 
 @dataclass(frozen=True)
 class NewFact:
-    """One fact to store. `evidence` is a list of {"text", "page", "start_char", "end_char"}."""
+    """One fact to store. `evidence` is a list of {"text", "page", "start_char", "end_char"};
+    `origin` says where the value was read ("caption, p. 1"); `value_table` holds the rows of a
+    value of several parts (a label's doses), each with its "page", "start_char", "end_char"."""
 
     field: str
     label: str
@@ -39,6 +41,8 @@ class NewFact:
     source: FactSource | str
     page: int | None = None
     evidence: Sequence[dict[str, Any]] = field(default_factory=list)
+    origin: str = ""
+    value_table: Sequence[dict[str, Any]] = field(default_factory=list)
 
 
 def facts_for_job(*, session: Session, job_id: int) -> list[Fact]:
@@ -80,6 +84,8 @@ def save_facts(
             confidence=float(new.confidence),
             source=FactSource(new.source),
             model=model,
+            origin=new.origin,
+            value_table=[dict(row) for row in new.value_table],
         )
         for new in facts
     ]

@@ -21,18 +21,28 @@ retrieved for the field and keeps only a value that validates); a small model as
 question names a place from the addresses or the recitals ("the China JV Operating
 Agreement"), which the support check cannot catch, as the place does occur in the document.
 The caller quotes the passages closest to the question beside it, so the reader can see why.
+
+Questions whose wording names what a fact holds are matched by that wording first (`_CUED`),
+whatever kind they ask for: "What did the court decide?" (the disposition read from the
+conclusion), "Who is the appellant?" (the party the caption gives that role), "What is the dose
+for adults?" (the dose rows for that population), "What are the contraindications?", "When
+does the agreement expire and does it renew?" (both clauses). The cues are ordinary question
+forms of each genre, and a cue counts only where the document has that fact.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from pipelines.answer.asked import DATE, NAMES, PERIOD, PLACE, asked_kind
 from pipelines.documents import Passage
 from pipelines.facts.fields import all_fields
+from pipelines.facts.label_dosing import POPULATION
 from pipelines.facts.schema import FieldSpec
 from pipelines.protocols import Embedder
 from pipelines.retrieval.bm25 import terms
@@ -67,6 +77,8 @@ class KnownFact:
     missing: bool = False
     quote: str = ""
     page: int | None = None
+    origin: str = ""  # where the value was read: "caption, p. 1", "clause 12.1, p. 9"
+    table: tuple[dict[str, Any], ...] = ()  # rows of a value of several parts (doses)
 
 
 @dataclass(frozen=True)
@@ -98,6 +110,9 @@ def fact_answer(
     embedder: Embedder | None = None,
 ) -> FactAnswer | None:
     """The answer a stored fact gives to `question`, or None when no fact matches it."""
+    cued = _cued_answer(question, facts, sentences, passages)
+    if cued is not None:
+        return cued
     kind = asked_kind(question)
     wanted = VALUE_TYPES_FOR_KIND.get(kind or "")
     if not wanted:
@@ -163,3 +178,151 @@ def fact_for(question: str, facts: Sequence[KnownFact]) -> KnownFact | None:
         if best is None or len(label_terms) > len(set(terms(best.label))):
             best = fact
     return best
+
+
+# Question forms that name a field, in the order they are tried: (fields, pattern). Several
+# fields answer together ("When does it expire and does it renew?").
+_CUED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (fields, re.compile(pattern, re.IGNORECASE))
+    for fields, pattern in (
+        (("expiration_date", "renewal_term"), r"\bexpir\w*\b.*\brenew\w*|\brenew\w*\b.*\bexpir\w*"),
+        (("renewal_term",), r"\brenew\w*"),
+        (("expiration_date",), r"\bexpir\w*|\bwhen\s+does\s+(?:the|this)\s+(?:agreement|contract|"
+                               r"lease|licen[cs]e)\s+end\b|\bhow\s+long\s+(?:does|will)\s+(?:the|"
+                               r"this)\s+(?:agreement|contract|lease|licen[cs]e)\s+(?:last|run)\b"),
+        (("disposition",), r"\b(?:holding|decision|disposition|outcome|ruling|verdict)\b|\bwhat\s+did"
+                           r"\s+the\s+(?:court|judges?|panel)\s+(?:decide|hold|rule|do)\b|\bhow\s+did"
+                           r"\s+the\s+(?:court|appeal|case)\b|\bwas\s+(?:it|the\s+\w+)\s+(?:affirmed|"
+                           r"reversed|remanded|vacated|dismissed)\b"),
+        (("lower_docket_number",), r"\b(?:docket|case)\s+(?:number|no\.?)\b.*\b(?:below|lower\s+"
+                                   r"court|district\s+court|trial\s+court)\b"),
+        (("docket_number",), r"\bdocket\b|\bcase\s+(?:number|no\.?)\b"),
+        (("judges",), r"\b(?:judges?|justices?|panel)\b|\bwho\s+(?:wrote|authored)\b"),
+        (("boxed_warning",), r"\bboxed\s+warning|\bblack[- ]box"),
+        (("contraindications",), r"\bcontraindicat\w*|\bwho\s+(?:should|must)\s+not\s+(?:take|use|be"
+                                 r"\s+given)\b|\bwhen\s+(?:should|must)\s+(?:it|this\s+\w+)\s+not\s+be"
+                                 r"\s+used\b|\bdo\s+not\s+use\b"),
+        (("interactions",), r"\binteract\w*|\b(?:taken|take|used?)\s+with\s+other\s+(?:drugs|"
+                            r"medicines|medications)\b"),
+        (("dosage",), r"\b(?:dose|doses|dosage|dosing|directions)\b|\bhow\s+(?:much|many|often)\b.*"
+                      r"\b(?:take|taken|give|given|administer\w*|tablets?|capsules?)\b"),
+        (("indications",), r"\bindicat(?:ed|ions?)\b|\bwhat\s+is\s+(?:it|this\s+(?:drug|medicine|"
+                           r"medication|product))\s+(?:used\s+)?for\b|\bwhat\s+does\s+(?:it|this\s+\w+)"
+                           r"\s+treat\b|\buses\b"),
+        (("warnings",), r"\bwarnings?\b|\bprecautions?\b"),
+        (("parties", "case_parties"), r"\bparties\b"),
+    )
+)  # fmt: skip
+# "Who is the appellant?", "Which party is the licensee?": a role the parties fact gives.
+_ROLE_ASKED = re.compile(
+    r"\b(?:who|which\s+(?:party|company|side))\s+(?:is|are|was|were)\s+the\s+([a-z-]+?)s?\b",
+    re.IGNORECASE,
+)
+_ROLE_OF = re.compile(r"(?P<name>[^;]+?)\s+\((?P<role>[^()]+)\)\s*(?:;|$)")
+
+
+def _cued_answer(
+    question: str,
+    facts: Sequence[KnownFact],
+    sentences: DocumentSentences,
+    passages: Sequence[Passage],
+) -> FactAnswer | None:
+    """The answer of the facts that the question's wording names, or None."""
+    by_field = {fact.field: fact for fact in facts}
+    role = _role_answer(question, by_field.get("parties"), sentences, passages)
+    if role is not None:
+        return role
+    for fields, pattern in _CUED:
+        if not pattern.search(question):
+            continue
+        present = [by_field[name] for name in fields if name in by_field]
+        if not present:
+            continue
+        if len(fields) > 1 and fields[0] == "parties":  # the parties with roles, else the case
+            present = [next((f for f in present if f.value and f.spans), present[0])]
+        return _answer_from(question, present, sentences, passages)
+    return None
+
+
+def _answer_from(
+    question: str,
+    facts: Sequence[KnownFact],
+    sentences: DocumentSentences,
+    passages: Sequence[Passage],
+) -> FactAnswer | None:
+    found = [fact for fact in facts if not fact.missing and fact.value.strip() and fact.spans]
+    if not found:
+        if all(fact.missing for fact in facts):
+            text = not_found_text(facts[0].label, num_quotes=0)
+            return FactAnswer(fact=facts[0], text=text, quotes=[], similarity=1.0, found=False)
+        return None
+    parts, quotes = [], []
+    for fact in facts:
+        if fact not in found:
+            if fact.missing:
+                parts.append(f"No {fact.label[:1].lower()}{fact.label[1:]} found.")
+            continue
+        rows = _rows_for(question, fact)
+        spans = [(row["start_char"], row["end_char"]) for row in rows] if rows else fact.spans
+        fact_quotes = [
+            sentence_quote(sentences, passages, span, score=1.0)
+            for span in spans
+            if 0 <= span[0] < span[1] <= len(sentences.text)
+        ]
+        if not fact_quotes:
+            continue
+        if rows:
+            population = rows[0]["population"]
+            value = "; ".join(row["dose"] for row in rows)
+            parts.append(f"{fact.label} ({population}): {value} [p. {fact_quotes[0].page}]")
+        else:
+            parts.append(f"{fact.label}: {fact.value} [p. {fact_quotes[0].page}]")
+        quotes += fact_quotes
+    if not quotes:
+        return None
+    return FactAnswer(fact=found[0], text=" ".join(parts), quotes=quotes, similarity=1.0)
+
+
+def _rows_for(question: str, fact: KnownFact) -> list[dict[str, Any]]:
+    """The dose rows of the population the question names ("for adults", "in children")."""
+    asked = POPULATION.search(question)
+    if asked is None or not fact.table:
+        return []
+    stem = asked.group(0).split()[0].casefold().rstrip("s")[:5]  # adult, child, pedia, ...
+    return [
+        row
+        for row in fact.table
+        if stem in str(row.get("population", "")).casefold()
+        and isinstance(row.get("start_char"), int)
+        and isinstance(row.get("end_char"), int)
+    ]
+
+
+def _role_answer(
+    question: str,
+    parties: KnownFact | None,
+    sentences: DocumentSentences,
+    passages: Sequence[Passage],
+) -> FactAnswer | None:
+    """The parties with the role the question asks about, from the parties fact."""
+    asked = _ROLE_ASKED.search(question)
+    if asked is None or parties is None or not parties.value or not parties.spans:
+        return None
+    wanted = asked.group(1).casefold()
+    named = [
+        match.group("name").strip()
+        for match in _ROLE_OF.finditer(parties.value)
+        if wanted in re.split(r"[-\s]+", match.group("role").casefold())
+        or wanted == match.group("role").casefold()
+    ]
+    if not named:
+        return None
+    quotes = [
+        sentence_quote(sentences, passages, span, score=1.0)
+        for span in parties.spans
+        if 0 <= span[0] < span[1] <= len(sentences.text)
+    ]
+    if not quotes:
+        return None
+    text = f"{wanted.capitalize()}: {'; '.join(named)} [p. {quotes[0].page}]"
+    return FactAnswer(fact=parties, text=text, quotes=quotes, similarity=1.0)

@@ -1,6 +1,11 @@
 """Key facts of a document: per field of its kind's schema, a value with the quoted evidence it
 rests on, its page, a confidence, and where the value came from.
 
+First the document's structure (pipelines.facts.by_structure): a label's section headings, an
+opinion's caption and conclusion, a contract's term and renewal clauses give their fields'
+values directly, each with the spans it was read from and an origin ("section 2 DOSAGE AND
+ADMINISTRATION, p. 3"); the model is not asked about those. The other fields:
+
 Per field: retrieval (the field's generic query ranks passages; `sentence_evidence` picks the
 sentences) -> the model reads the top quotes (a short prompt, a few new tokens) -> the answer
 is validated against the quotes (a jurisdiction from the list named in a governing-law
@@ -24,16 +29,22 @@ import bisect
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from pipelines.facts.by_structure import read_structure
 from pipelines.facts.context import FieldContext, PassageRanker, gather
+from pipelines.facts.fact import SOURCES, Fact
 from pipelines.facts.fields import schema_for
+from pipelines.facts.origins import retrieved_origin, with_roles
 from pipelines.facts.prompts import field_messages
 from pipelines.facts.reading import Reading, cut_before
+from pipelines.facts.schema import FieldSpec
+from pipelines.facts.structured import Found
 from pipelines.facts.values import read_by_rule, validate
 from pipelines.ingest.classify import guess_subkind
 from pipelines.inputs import DocumentInput
+from pipelines.kinds import CONTRACT
 from pipelines.model_calls import CallLog
 from pipelines.protocols import ChatModel
 from pipelines.retrieval.bm25 import PassageIndex
@@ -41,34 +52,14 @@ from pipelines.retrieval.evidence import DocumentSentences, Evidence
 
 logger = logging.getLogger(__name__)
 
-SOURCES = ("model", "rule", "none")
 AGREED, MODEL_ONLY, RULE_ONLY = 1.0, 0.8, 0.6
+# A value the document's structure gives (a section heading, the caption): the heading and the
+# layout vouch for it, more than for a model's value alone, about as a model and a rule agreeing.
+FROM_STRUCTURE = 0.9
 # A stored quote longer than this (a sentence the splitter could not cut) keeps the words
 # around the value only.
 MAX_EVIDENCE_CHARS = 800
 _AROUND_CHARS = 300
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One key fact. `evidence` holds the quoted sentence(s) the value rests on, verbatim with
-    their pages; for an empty value (source "none"), the nearest quote retrieval found, if any."""
-
-    field: str
-    label: str
-    value: str
-    normalized: str
-    evidence: tuple[Evidence, ...]
-    confidence: float
-    source: str  # one of SOURCES
-
-    @property
-    def page(self) -> int | None:
-        return self.evidence[0].page if self.evidence else None
-
-    @property
-    def is_found(self) -> bool:
-        return self.source != "none"
 
 
 @dataclass(frozen=True)
@@ -103,13 +94,25 @@ def extract_facts(
         return FactsResult(subkind, (), {**calls.stats(), "subkind": subkind, "num_fields": 0})
     ranker = ranker if ranker is not None else PassageIndex(document.passages)
     sentences = sentences if sentences is not None else DocumentSentences(document.pages)
-    contexts = [gather(spec, document.passages, ranker, sentences) for spec in schema]
-    prompts = [field_messages(c.spec, c.quotes) if c.quotes else None for c in contexts]
-    answers = _read_all(calls, contexts, prompts, on_progress)
+    structure = read_structure(subkind, sentences)
     starts = [passage.start_char for passage in document.passages]
-    facts = tuple(
-        _fact(context, answer, document, starts)
+    # The model reads only the fields the structure leaves empty, where retrieval may find them.
+    asked = [s for s in schema if s.name not in structure and not s.structure_only]
+    contexts = [gather(spec, document.passages, ranker, sentences) for spec in asked]
+    prompts = [field_messages(c.spec, c.quotes) if c.quotes else None for c in contexts]
+    progress = _Progress(on_progress, len(schema), 0)
+    for _ in range(len(schema) - len(asked)):  # read from the structure: done already
+        progress.step()
+    answers = _read_all(calls, contexts, prompts, progress)
+    read = {
+        context.spec.name: _fact(context, answer, document, starts)
         for context, answer in zip(contexts, answers, strict=True)
+    }
+    facts = tuple(
+        _structured_fact(spec, structure[spec.name], document, starts, sentences)
+        if spec.name in structure
+        else _with_origin(subkind, spec, read.get(spec.name) or _empty(spec), sentences)
+        for spec in schema
     )
     sources = Counter(fact.source for fact in facts)
     stats = {
@@ -118,6 +121,7 @@ def extract_facts(
         "num_fields": len(facts),
         "num_found": sum(fact.is_found for fact in facts),
         "sources": {source: sources.get(source, 0) for source in SOURCES},
+        "num_from_structure": len(structure.keys() & {spec.name for spec in schema}),
     }
     logger.info(
         "key facts done: subkind=%s fields=%d found=%d model=%d rule=%d",
@@ -130,11 +134,24 @@ def extract_facts(
     return FactsResult(subkind, facts, stats)
 
 
+class _Progress:
+    """Reports (fields done, fields in the schema) after each field; the fields read from the
+    structure are reported first, before the model starts."""
+
+    def __init__(self, report: FieldProgress | None, total: int, done: int) -> None:
+        self.report, self.total, self.done = report, total, done
+
+    def step(self) -> None:
+        self.done += 1
+        if self.report is not None:
+            self.report(self.done, self.total)
+
+
 def _read_all(
     calls: CallLog,
     contexts: Sequence[FieldContext],
     prompts: Sequence[list[dict[str, str]] | None],
-    on_progress: FieldProgress | None,
+    progress: _Progress,
 ) -> list[str]:
     """The model's answer to each prompt ("" where a field found no quote to ask about): the
     prompts that share a token limit go to the model together (one batched call)."""
@@ -143,12 +160,9 @@ def _read_all(
     for index, (context, messages) in enumerate(zip(contexts, prompts, strict=True)):
         if messages is not None:
             groups.setdefault(context.spec.max_new_tokens, []).append(index)
-    done = 0
     for messages in prompts:
         if messages is None:  # nothing to ask: done at once
-            done += 1
-            if on_progress is not None:
-                on_progress(done, len(contexts))
+            progress.step()
     for max_new_tokens, indices in groups.items():
         texts = calls.run_many(
             [f"fact:{contexts[i].spec.name}" for i in indices],
@@ -157,10 +171,51 @@ def _read_all(
         )
         for index, text in zip(indices, texts, strict=True):
             answers[index] = text
-            done += 1
-            if on_progress is not None:
-                on_progress(done, len(contexts))
+            progress.step()
     return answers
+
+
+def _empty(spec: FieldSpec) -> Fact:
+    return Fact(spec.name, spec.label, "", "", (), 0.0, "none")
+
+
+def _structured_fact(
+    spec: FieldSpec,
+    found: Found,
+    document: DocumentInput,
+    starts: list[int],
+    sentences: DocumentSentences,
+) -> Fact:
+    """A fact the document's structure gives, quoted from the spans it was read from."""
+    evidence = tuple(
+        Evidence(
+            sentences.text[start:end],
+            sentences.page_of(start),
+            document.passages[max(0, bisect.bisect_right(starts, start) - 1)].ordinal,
+            start,
+            end,
+            1.0,
+        )
+        for start, end in found.spans
+    )
+    return Fact(
+        spec.name,
+        spec.label,
+        found.value,
+        found.normalized,
+        evidence,
+        FROM_STRUCTURE,
+        "rule",
+        found.origin,
+        found.table,
+    )
+
+
+def _with_origin(subkind: str, spec: FieldSpec, fact: Fact, sentences: DocumentSentences) -> Fact:
+    if subkind == CONTRACT and spec.value_type == "parties" and fact.is_found:
+        fact = with_roles(fact, sentences)
+    origin = retrieved_origin(subkind, spec, fact, sentences)
+    return replace(fact, origin=origin) if origin else fact
 
 
 def _fact(context: FieldContext, answer: str, document: DocumentInput, starts: list[int]) -> Fact:

@@ -22,7 +22,8 @@ def schema_for(subkind: str) -> tuple[FieldSpec, ...]:
 
 
 def all_fields() -> dict[str, FieldSpec]:
-    """Every field of every schema by name (names are unique across schemas)."""
+    """Every field of every schema by name. A name two schemas share ("parties": a contract's
+    and an opinion's) is the first schema's spec: they ask for the same kind of value."""
     fields: dict[str, FieldSpec] = {}
     for schema in SCHEMAS.values():
         for spec in schema:

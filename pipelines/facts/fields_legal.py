@@ -280,6 +280,16 @@ OPINION_FIELDS: tuple[FieldSpec, ...] = (
         max_new_tokens=32,
     ),
     FieldSpec(
+        name="parties",
+        label="Parties and roles",
+        value_type="parties",
+        region="opening",
+        query="plaintiff defendant appellant appellee petitioner respondent v",
+        question="Who are the parties and what are their roles?",
+        examples=(),
+        structure_only=True,  # "NAME (role); NAME (role)", from the caption
+    ),
+    FieldSpec(
         name="docket_number",
         label="Docket number",
         value_type="docket",
@@ -288,6 +298,16 @@ OPINION_FIELDS: tuple[FieldSpec, ...] = (
         question="What is the docket number of this case?",
         examples=((_CAPTION, "No. 04-1188"),),
         max_new_tokens=12,
+    ),
+    FieldSpec(
+        name="lower_docket_number",
+        label="Docket number below",
+        value_type="docket",
+        region="opening",
+        query="appeal from district court no docket case number below",
+        question="What was the docket number in the court below?",
+        examples=(),
+        structure_only=True,
     ),
     FieldSpec(
         name="decision_date",
@@ -299,6 +319,16 @@ OPINION_FIELDS: tuple[FieldSpec, ...] = (
         examples=((_CAPTION, "May 2, 2011"),),
         cue=r"\b(?:decided|filed|dated|entered|issued|judgment)\b",
         max_new_tokens=16,
+    ),
+    FieldSpec(
+        name="judges",
+        label="Judges",
+        value_type="judges",
+        region="opening",
+        query="before circuit judges justice delivered the opinion",
+        question="Which judges decided this case?",
+        examples=(),
+        structure_only=True,
     ),
     FieldSpec(
         name="disposition",

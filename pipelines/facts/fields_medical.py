@@ -12,6 +12,35 @@ from pipelines.facts.schema import FieldSpec
 
 LABEL_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec(
+        name="drug_name",
+        label="Drug",
+        value_type="drug",
+        region="opening",
+        query="drug name tablets capsules for oral use active ingredient",
+        question="Which drug is this label for?",
+        examples=(),
+        structure_only=True,  # the highlights' "needed to use X safely", Drug Facts' ingredient
+    ),
+    FieldSpec(
+        name="boxed_warning",
+        label="Boxed warning",
+        value_type="text",
+        region="opening",
+        query="warning boxed warning risk death serious",
+        question="What does the boxed warning say?",
+        examples=(
+            (
+                "WARNING: SEVERE BLEEDING\nZorvatin can cause serious and fatal bleeding.",
+                "Zorvatin can cause serious and fatal bleeding",
+            ),
+        ),
+        # A boxed warning's heading, in capitals ("WARNING: LACTIC ACIDOSIS"), not the word in
+        # running text or a "Warnings and Precautions" section.
+        pattern=r"(?-i:\bWARNING:\s*[A-Z][A-Z0-9 ,;()/-]{2,})",
+        value_is_match=True,
+        max_new_tokens=40,
+    ),
+    FieldSpec(
         name="indications",
         label="Indications",
         value_type="text",
@@ -59,22 +88,34 @@ LABEL_FIELDS: tuple[FieldSpec, ...] = (
         max_new_tokens=40,
     ),
     FieldSpec(
-        name="boxed_warning",
-        label="Boxed warning",
+        name="warnings",
+        label="Warnings and precautions",
         value_type="text",
-        region="opening",
-        query="warning boxed warning risk death serious",
-        question="What does the boxed warning say?",
+        query="warnings and precautions risk of serious monitor discontinue",
+        question="What are the main warnings?",
         examples=(
             (
-                "WARNING: SEVERE BLEEDING\nZorvatin can cause serious and fatal bleeding.",
-                "Zorvatin can cause serious and fatal bleeding",
+                "WARNINGS AND PRECAUTIONS\nHepatotoxicity: Monitor liver tests before starting "
+                "Zorvatin.",
+                "Hepatotoxicity: Monitor liver tests before starting Zorvatin",
             ),
         ),
-        # A boxed warning's heading, in capitals ("WARNING: LACTIC ACIDOSIS"), not the word in
-        # running text or a "Warnings and Precautions" section.
-        pattern=r"(?-i:\bWARNING:\s*[A-Z][A-Z0-9 ,;()/-]{2,})",
-        value_is_match=True,
+        pattern=r"\b(?:warn\w*|precaution\w*|risk|monitor\w*|discontinue)\b",
+        max_new_tokens=40,
+    ),
+    FieldSpec(
+        name="interactions",
+        label="Drug interactions",
+        value_type="text",
+        query="drug interactions concomitant use coadministration inhibitors increase levels",
+        question="Which drugs interact with this one?",
+        examples=(
+            (
+                "DRUG INTERACTIONS\nStrong inhibitors of the liver enzyme raise Zorvatin levels.",
+                "Strong inhibitors of the liver enzyme raise Zorvatin levels",
+            ),
+        ),
+        pattern=r"\b(?:interact\w*|concomitant\w*|coadminist\w*|inhibitors?|inducers?)\b",
         max_new_tokens=40,
     ),
 )

@@ -27,6 +27,8 @@ VALUE_TYPES = (
     "docket",  # a case number ("No. 20-1507")
     "disposition",  # affirmed, reversed, remanded, vacated, dismissed, ...
     "text",  # a short extract, every word of which is in the quote
+    "judges",  # the panel or the author of an opinion, from its caption (structure only)
+    "drug",  # a label's product name, from its highlights or Drug Facts (structure only)
 )
 # "opening": the document's first passages (a preamble, a caption); "closing": its last third
 # (an opinion's disposition); "anywhere": the passages retrieval ranks best for the query.
@@ -36,12 +38,13 @@ REGIONS = ("opening", "closing", "anywhere")
 @dataclass(frozen=True)
 class FieldSpec:
     """One key fact to find. `cue` (a regular expression, case-insensitive) marks the words that
-    must stand near a value for the value to be this field's (e.g. "effective" for an effective
-    date); with `cue_required` a value without the cue nearby is refused, else the cue only
-    decides between several candidates. Without `cue_after`, only a cue before the value counts
-    ("dated as of" a date, not the "(the Commencement Date)" after another one). `pattern` is what the supporting quote must say (for a
-    "clause", the clause itself); with `value_is_match` a "text" value is the pattern's match to
-    the end of its line (a boxed warning's heading) rather than the sentence."""
+        must stand near a value for the value to be this field's (e.g. "effective" for an effective
+        date); with `cue_required` a value without the cue nearby is refused, else the cue only
+        decides between several candidates. Without `cue_after`, only a cue before the value counts
+        ("dated as of" a date, not the "(the Commencement Date)" after another one). `pattern` is what the supporting quote must say (for a
+        "clause", the clause itself); with `value_is_match` a "text" value is the pattern's match to
+        the end of its line (a boxed warning's heading) rather than the sentence. A `structure_only`
+    field is left empty where the document's structure does not give it."""
 
     name: str
     label: str
@@ -56,6 +59,9 @@ class FieldSpec:
     pattern: str | None = None
     value_is_match: bool = False
     max_new_tokens: int = 24
+    # Read from the document's structure only (pipelines.facts.by_structure): retrieval and
+    # the model cannot tell it apart (the court below's docket from the case's own).
+    structure_only: bool = False
 
     def __post_init__(self) -> None:
         if self.value_type not in VALUE_TYPES:

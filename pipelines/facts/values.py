@@ -15,6 +15,15 @@ from pipelines.facts.reading import Reading
 ModelReader = Callable[[FieldContext, str], Reading | None]
 RuleReader = Callable[[FieldContext], Reading | None]
 
+
+def _no_model_reading(context: FieldContext, answer: str) -> Reading | None:
+    return None
+
+
+def _no_rule_reading(context: FieldContext) -> Reading | None:
+    return None
+
+
 READERS: dict[str, tuple[ModelReader, RuleReader]] = {
     "title": (names.read_title_model, names.read_title_rule),
     "parties": (parties.read_parties_model, parties.read_parties_rule),
@@ -28,6 +37,9 @@ READERS: dict[str, tuple[ModelReader, RuleReader]] = {
     "clause": (clauses.read_clause_model, clauses.read_clause_rule),
     "disposition": (clauses.read_disposition_model, clauses.read_disposition_rule),
     "text": (clauses.read_text_model, clauses.read_text_rule),
+    # Structure-only types (pipelines.facts.by_structure reads them): nothing to validate.
+    "judges": (_no_model_reading, _no_rule_reading),
+    "drug": (_no_model_reading, _no_rule_reading),
 }
 
 

@@ -29,6 +29,9 @@ The shape of a cleaned page, which the splitter relies on:
   This also removes page numbers ("Page 3 of 20", "- 3 -", a bare "3"), and is repeated on the
   new edges so a footer of several lines goes entirely. A line on only 2 pages is never removed.
   When nothing but such lines is left in the whole document, they are the content and all stay.
+  A repeated line that carries a docket or case number ("No. 20-1507", "Case: 1:19-cv-00012")
+  stays where it first occurs: an opinion's or filing's number is part of its caption on page
+  1, even where every page repeats it as a header.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ _SOFT_HYPHEN_BREAK_RE = re.compile(r"\u00ad[ \t]*\n[ \t]*")
 _SPACES_RE = re.compile(r" {2,}")
 _DIGITS_RE = re.compile(r"\d+")
 _ROMAN_RE = re.compile(r"(?=[ivx])x{0,3}(?:ix|iv|v?i{0,3})")  # i to xxxix: front matter
+# "No. 20-1507", "Nos. 19-1, 19-2", "Case: 1:19-cv-00012", "Docket No. 363A14-4".
+_CASE_NUMBER_RE = re.compile(
+    r"\b(?:(?:Case|Docket|Appeal)\s*(?:Nos?\.|Number)?\s*:?|Nos?\.)\s*[A-Z0-9]*\d[\w.]*[-–:]\w"
+)
 _WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _TERMINAL_RE = re.compile(r"[.!?:][\"'”’)\]]*$")
 _LIST_END_RE = re.compile(r"[.;:!?][\"'”’)\]]*$")
@@ -167,9 +174,16 @@ def _edge_indices(lines: list[str]) -> list[int]:
     return filled[:FURNITURE_EDGE_LINES] + filled[-FURNITURE_EDGE_LINES:]
 
 
+def carries_case_number(line: str) -> bool:
+    """Whether a line gives a docket or case number: "No. 20-1507", "Case No. 1:19-cv-12"."""
+    return _CASE_NUMBER_RE.search(line) is not None
+
+
 def remove_running_furniture(pages: Sequence[list[str]]) -> tuple[list[list[str]], int]:
-    """Drop running headers, footers and page numbers; return the pages and the lines removed."""
+    """Drop running headers, footers and page numbers; return the pages and the lines removed.
+    A case-number line is kept on the first page that has it."""
     pages = [list(lines) for lines in pages]
+    kept_at: dict[str, int] = {}  # key of a case-number line -> the page index that keeps it
     num_text_pages = sum(1 for lines in pages if any(lines))
     min_pages = max(FURNITURE_MIN_PAGES, math.ceil(FURNITURE_MIN_SHARE * num_text_pages))
     num_removed = 0
@@ -179,8 +193,15 @@ def remove_running_furniture(pages: Sequence[list[str]]) -> tuple[list[list[str]
             counts.update({furniture_key(lines[i]) for i in _edge_indices(lines)})
         furniture = {key for key, count in counts.items() if count >= min_pages}
         round_removed = 0
-        for lines in pages:
-            drop = {i for i in _edge_indices(lines) if furniture_key(lines[i]) in furniture}
+        for index, lines in enumerate(pages):
+            drop = set()
+            for i in _edge_indices(lines):
+                key = furniture_key(lines[i])
+                if key not in furniture:
+                    continue
+                if carries_case_number(lines[i]) and kept_at.setdefault(key, index) == index:
+                    continue
+                drop.add(i)
             round_removed += len(drop)
             lines[:] = [line for i, line in enumerate(lines) if i not in drop]
         num_removed += round_removed

@@ -92,10 +92,16 @@ OPINION_FACTS = {
 
 
 def pdf_document(
-    tmp_path: Path, pages: list[str], *, kind: str = "legal", name: str = "doc.pdf"
+    tmp_path: Path,
+    pages: list[str],
+    *,
+    kind: str = "legal",
+    name: str = "doc.pdf",
+    header: str | None = None,
 ) -> DocumentInput:
-    """`pages` written to a PDF with fpdf2, parsed back as ingest does, split into passages."""
-    path = pdf_factory.text_pdf(tmp_path, pages, name=name)
+    """`pages` written to a PDF with fpdf2 (`header` printed atop each page), parsed back as
+    ingest does, split into passages."""
+    path = pdf_factory.text_pdf(tmp_path, pages, name=name, header=header)
     parsed = parse_pdf_in_process(path)
     passages = split_into_passages(parsed.pages, count_tokens=count_words, max_tokens=60)
     return DocumentInput(parsed.title, kind, parsed.pages, tuple(passages))

@@ -48,6 +48,28 @@ def seed(sessions, files_dir) -> tuple[int, int]:
                     ],
                 ),
                 fact_service.NewFact("renewal_term", "Renewal term", 1, "", "", 0.0, "none"),
+                fact_service.NewFact(
+                    "dosage",
+                    "Dosage and administration",
+                    2,
+                    "10 mg | twice daily",
+                    "10 mg | twice daily",
+                    0.9,
+                    "rule",
+                    page=1,
+                    evidence=[{"text": PAGES[0][:5], "page": 1, "start_char": 0, "end_char": 5}],
+                    origin="section 2 DOSAGE AND ADMINISTRATION, p. 1",
+                    value_table=[
+                        {
+                            "indication": "Gout",
+                            "population": "Adults",
+                            "dose": "10 mg | twice daily",
+                            "page": 1,
+                            "start_char": 0,
+                            "end_char": 5,
+                        }
+                    ],
+                ),
             ],
         )
         jobs.finish_job(session=session, job_id=job.id)
@@ -66,7 +88,11 @@ def test_the_key_facts_tab_quotes_each_value_and_opens_its_page(
     assert "> This Lease is governed by the laws of Ohio." in text
     assert "read by the model, checked against the quote" in text
     assert "Renewal term** · :gray[not found in the text]" in text
-    assert "1 of 2 fields found" in text
+    assert "2 of 3 fields found" in text
+    # Where each value was read, and a value of several rows as a table with its pages.
+    assert "From: section 2 DOSAGE AND ADMINISTRATION, p. 1" in text
+    assert "| Indication | Population | Dose | Page |" in text
+    assert "| Gout | Adults | 10 mg | twice daily | 1 |" in text  # the cell's "|" escaped
 
     at.button(key=f"fact-{law_id}-0").click().run()
     assert not at.exception

@@ -1,5 +1,7 @@
-"""The document page's "Key facts" tab: each field's value with its quote, a click to the page
-with the quote marked, how it was found, and a button to extract them again."""
+"""The document page's "Key facts" tab: each field's value with where it was read ("caption,
+p. 1", "section 2 DOSAGE AND ADMINISTRATION, p. 3"), its rows where it has several (a label's
+doses), its quote, a click to the page with the quote marked, how it was found, and a button
+to extract them again."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from ui.components.job_status import JobView, progress_line
 
 SOURCE_BADGES = {
     FactSource.MODEL: ":green-badge[read by the model, checked against the quote]",
-    FactSource.RULE: ":orange-badge[read by rule: the model's value did not check out]",
+    FactSource.RULE: ":orange-badge[read by rule from the document's text]",
 }
+TABLE_COLUMNS = (("indication", "Indication"), ("population", "Population"), ("dose", "Dose"))
 LiveJobs = Callable[[list[int]], None]
 
 
@@ -26,12 +29,30 @@ def _quote_block(text: str) -> str:
     return "\n".join(f"> {ctx.md_escape(line)}" for line in text.splitlines() if line.strip())
 
 
+def _cell(text: object) -> str:
+    return ctx.md_escape(" ".join(str(text or "").split())) or "–"  # "|" is escaped too
+
+
+def _table(rows: list[dict]) -> str:
+    """A value's rows as a Markdown table (every cell escaped), with each row's page."""
+    header = [title for _, title in TABLE_COLUMNS] + ["Page"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for row in rows:
+        cells = [_cell(row.get(key)) for key, _ in TABLE_COLUMNS] + [_cell(row.get("page"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _fact(document_id: int, fact: Fact) -> None:
     with st.container(border=True):
         if fact.source == FactSource.NONE:
             st.markdown(f"**{ctx.md_escape(fact.label)}** · :gray[not found in the text]")
             return
         st.markdown(f"**{ctx.md_escape(fact.label)}** · {ctx.md_escape(fact.value)}")
+        if fact.origin:
+            st.caption(f"From: {ctx.md_escape(fact.origin)}")
+        if fact.value_table:
+            st.markdown(_table(fact.value_table))
         normalized = f" · normalised `{fact.normalized_value}`" if fact.normalized_value else ""
         st.caption(f"{SOURCE_BADGES[fact.source]} · confidence {fact.confidence:.2f}{normalized}")
         for index, quote in enumerate(fact.evidence or []):

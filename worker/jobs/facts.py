@@ -45,6 +45,8 @@ def _new_fact(position: int, fact: Fact) -> fact_service.NewFact:
             }
             for quote in fact.evidence
         ],
+        origin=fact.origin,
+        value_table=[dict(row) for row in fact.table],
     )
 
 

@@ -33,7 +33,16 @@ def facts_in(session: Session, document_id: int) -> tuple[KnownFact, ...]:
             )
             quote = evidence[0]["text"] if evidence else ""
             known.append(
-                KnownFact(row.field, row.label, row.value, spans, quote=quote, page=row.page)
+                KnownFact(
+                    row.field,
+                    row.label,
+                    row.value,
+                    spans,
+                    quote=quote,
+                    page=row.page,
+                    origin=row.origin or "",
+                    table=tuple(row.value_table or ()),
+                )
             )
     return tuple(known)
 

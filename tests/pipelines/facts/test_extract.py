@@ -62,10 +62,17 @@ def test_a_contracts_facts_come_with_their_quote_on_the_right_page(contract) -> 
     assert law.source == "model" and "laws of the State of Oregon" in law.evidence[0].text
     assert law.confidence == max(f.confidence for f in result.facts)  # model and rule agree
     assert facts["parties"].source == "model" and facts["agreement_date"].source == "model"
-    # At most one prompt per field (none where no sentence shares a query word), each short:
-    # the field's examples, then two quotes.
+    # At most one prompt per field (none where no sentence shares a query word, none for a
+    # field the structure gives: the term and renewal clauses), each short: the field's
+    # examples, then two quotes.
     questions = [p[-1]["content"].rsplit("Question: ", 1)[1] for p in model.prompts]
-    assert len(set(questions)) == len(questions) >= len(facts) - 2
+    from_structure = result.stats["num_from_structure"]
+    assert from_structure == 2
+    assert len(set(questions)) == len(questions) >= len(facts) - 2 - from_structure
+    assert (facts["expiration_date"].origin, facts["renewal_term"].origin) == (
+        "clause 3, p. 2",
+        "clause 4, p. 2",
+    )
     assert all(len(p[-1]["content"]) < 1_500 for p in model.prompts)
     assert result.stats["num_found"] == sum(f.is_found for f in result.facts)
 

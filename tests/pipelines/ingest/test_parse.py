@@ -197,6 +197,22 @@ def test_a_repeated_line_in_the_middle_of_a_page_stays() -> None:
     assert remove_running_furniture(pages) == (pages, 0)
 
 
+@pytest.mark.parametrize(
+    "header", ["No. 21-3344", "Case: 1:19-cv-00817 Document: 12 Page: {n}", "Docket No. 363A14-4"]
+)
+def test_a_repeated_case_number_stays_where_it_first_occurs(header) -> None:
+    # An opinion's docket number is printed atop every page: it is furniture on pages 2 and
+    # on, but on page 1 it is the caption's number.
+    pages = [
+        [header.format(n=n), f"Part on {word}", f"More on {word}"]
+        for n, word in enumerate(WORDS[:4], start=1)
+    ]
+    cleaned, num_removed = remove_running_furniture(pages)
+    assert cleaned[0] == pages[0]
+    assert cleaned[1:] == [[f"Part on {word}", f"More on {word}"] for word in WORDS[1:4]]
+    assert num_removed == 3
+
+
 def test_when_the_repeated_line_is_all_there_is_it_stays() -> None:
     cleaned, num_removed = clean_pages(["Habibi rotated"] * 4)
     assert cleaned == ["Habibi rotated"] * 4

@@ -109,7 +109,9 @@ def test_the_embedder_matches_paraphrases_and_nothing_else(
     assert (found.fact.field if found else None) == field
 
 
-def test_a_field_the_facts_job_left_empty_answers_that_none_was_found(sessions, tmp_path) -> None:
+def test_a_field_the_facts_job_left_empty_is_answered_by_a_quote_that_states_it(
+    sessions, tmp_path
+) -> None:
     document_id, _ = _ingested(sessions, tmp_path)
     with sessions() as session:
         answer_job = _fact_and_question(
@@ -128,6 +130,8 @@ def test_a_field_the_facts_job_left_empty_answers_that_none_was_found(sessions, 
     assert outcome.status == runner.SUCCEEDED and model.prompts == []
     with sessions() as session:
         answer = results.get_answer_for_job(session=session, job_id=answer_job.id)
-        assert answer.answer.startswith("No governing law found")
-        assert answer.support == SupportStatus.NO_ANSWER and answer.cited_pages == []
+        # "Not found" only when nothing relevant was found: the governing-law clause is among
+        # the quotes, so it is the answer, with its page, and no model call.
+        assert answer.answer.endswith("(quoted from p. 5)") and "State of Vermont" in answer.answer
+        assert answer.support == SupportStatus.SUPPORTED and answer.cited_pages == [5]
         assert answer.quotes and answer.stats["method"] == "key_fact"
