@@ -41,12 +41,15 @@ TEXT_IDS = 256  # the word-level tokenizer knows ids 3..255: the stub samples am
 # (label, path from the engine to the object, method): the phases, in step order.
 PHASES = (
     ("schedule", "_main.scheduler", "schedule"),
-    ("inputs", "_pipelines.main", "_inputs"),
+    ("inputs", "_main.runner", "prepare_inputs"),
     ("runner (host)", "_main.runner", "run"),
     ("model stub", "_main.runner.model", "forward"),
-    ("sample", "_pipelines.main", "_sample"),
+    ("sample", "_main.runner", "sample"),
     ("read tokens", "_pipelines.main", "_read"),
     ("text", "", "_process_text"),
+    # The same phases where the step pipeline prepared the inputs and sampled (before issue 27).
+    ("inputs", "_pipelines.main", "_inputs"),
+    ("sample", "_pipelines.main", "_sample"),
     # The same phases where the step loop still lived in LLMEngine (before engine/step_pipeline.py).
     ("inputs", "", "_inputs"),
     ("sample", "", "_sample"),

@@ -159,6 +159,10 @@ class EngineLoop:
     # ---- the loop thread ------------------------------------------------------------------
 
     def _run(self) -> None:
+        """Between the engine's steps: the inbox (submissions and aborts from other threads),
+        the wait of an idle engine, and each finished request's result to its handle; a step
+        that raises fails the requests running, and the loop goes on. LLMEngine.step runs the
+        step itself."""
         engine = self.engine
         while not self._stopping.is_set():
             idle = not engine.has_unfinished_requests()

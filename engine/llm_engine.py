@@ -1,32 +1,34 @@
 """LLMEngine: load a model once, then serve many requests together, one step at a time.
 
 Each step is schedule() -> run() -> postprocess(): the scheduler picks the running decodes and
-prefill chunks that fit the step's token budget (engine/scheduler.py), the model runner computes
-them in one forward pass (engine/model_runner.py), and the sampled tokens go to their requests
-(engine/request.py); engine/step_pipeline.py runs that loop one step ahead of its reads. `add_request`, `step` and `abort` are the serving API; `generate_many` and
-`generate` are loops over step(). Not thread-safe: one thread drives an engine
-(engine/engine_loop.py serves other threads).
+prefill chunks that fit the step's token budget (engine/scheduler.py), the model runner prepares
+their inputs, computes them in one forward pass and samples the next ids on the device
+(ModelRunner.launch), and the sampled tokens go to their requests (Request.take_token), whose
+text is made last (Request.process_text). engine/step_pipeline.py schedules and launches each
+step before it reads the previous one's tokens back; the engine owns the requests and makes their
+text. `add_request`, `step` and `abort` are the serving API; `generate_many` and `generate` are
+loops over step(). Not thread-safe: one thread drives an engine (engine/engine_loop.py serves
+other threads).
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Sequence as SequenceOf
-from pathlib import Path
-from typing import Any
+from functools import partial
+from types import MappingProxyType
 
 import torch
 
-from engine.config import DTYPE_NUM_BYTES, EngineConfig
+from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer, StopStrings
 from engine.device_memory import peak_bytes, reset_peak
-from engine.errors import EngineError, OutOfMemoryError, PromptTooLongError
-from engine.loader import load_tokenizer, resolve_checkpoint
+from engine.errors import EngineError, PromptTooLongError
+from engine.loader import resolve_checkpoint
 from engine.loop_detector import LoopDetector
-from engine.oom_policies import apply_oom_policy
-from engine.placement import CPU, MAIN, Placement, build_placement
+from engine.oom_policies import on_out_of_memory
+from engine.placement import CPU, MAIN, Placement, build_placement, resolve_device, resolve_dtype
 from engine.request import (
     FINISH_ABORT,
     GenerationResult,
@@ -37,13 +39,10 @@ from engine.request import (
 )
 from engine.sampler import make_generator
 from engine.sampling_params import SamplingParams
-from engine.scheduler import Step
 from engine.sequence import Sequence
-from engine.stats import FALLBACK_OOM_HALVED, RequestStats
+from engine.stats import RequestStats
 from engine.step_pipeline import FaultInjector, StepPipeline
-
-ZERO_WIDTH_SPACE = "\u200b"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from engine.tokenizer import ChatTokenizer
 
 __all__ = ["GenerationResult", "LLMEngine", "ProgressCallback", "TokenCallback"]
 
@@ -64,10 +63,11 @@ class LLMEngine:
         are used as they are when already on the device in the engine's dtype."""
         self.config = config
         self._fault_injector = fault_injector
-        self.device = _resolve_device(config.device)
-        self.dtype = _resolve_dtype(config.dtype, self.device)
+        self.device = resolve_device(config.device)
+        self.dtype = resolve_dtype(config.dtype, self.device)
         self.checkpoint_dir = resolve_checkpoint(config.model_path, config.model_cache_dir)
-        self.tokenizer = load_tokenizer(self.checkpoint_dir)
+        self.chat_tokenizer = ChatTokenizer.load(self.checkpoint_dir)
+        self.tokenizer = self.chat_tokenizer.tokenizer  # the Hugging Face tokenizer
         self._main = build_placement(
             MAIN,
             config,
@@ -82,11 +82,10 @@ class LLMEngine:
         self.model_shape = self._main.shape
         self.attention_backend = self._main.runner.backend.name
         self.max_model_len = config.max_model_len or self.model_args.max_position_embeddings
-        self._eos_ids = frozenset(_eos_token_ids(self.checkpoint_dir, self.tokenizer))
-        self._special_strings = _special_token_strings(self.tokenizer)
         self._cpu_placement: Placement | None = None
         self._requests: dict[int, Request] = {}
-        self._text_pending: dict[int, Request] = {}  # tokens taken, text not yet made
+        # Read by the pipelines (tokens taken, or ended), text not yet made; the engine's own.
+        self._text_pending: list[Request] = []
         self._pipelines: dict[str, StepPipeline] = {}
         self._add_pipeline(self._main)
         self._next_request_id = 0
@@ -94,27 +93,13 @@ class LLMEngine:
     # ---- tokens ---------------------------------------------------------------------------
 
     def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of a chat, ending with the assistant's turn prompt. A control string such
-        as <|im_start|> inside a message's text (a document's, a question's) stays text: it is
-        broken by a zero-width space, so it can never open a turn of its own."""
-        safe = [{**m, "content": self._defuse(m.get("content", ""))} for m in messages]
-        encoded = self.tokenizer.apply_chat_template(
-            safe, add_generation_prompt=True, tokenize=True
-        )
-        return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
-
-    def _defuse(self, text: str) -> str:
-        for special in self._special_strings:
-            if special in text:
-                text = text.replace(special, special[0] + ZERO_WIDTH_SPACE + special[1:])
-        return text
+        """Token ids of a chat, ending with the assistant's turn prompt; control strings inside
+        a message's text stay text (ChatTokenizer.apply_chat_template)."""
+        return self.chat_tokenizer.apply_chat_template(messages)
 
     def count_tokens(self, texts: SequenceOf[str]) -> list[int]:
         """Tokens of each text without special tokens (what a passage costs in a prompt)."""
-        if not texts:
-            return []
-        encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(ids) for ids in encoded]
+        return self.chat_tokenizer.count_tokens(texts)
 
     # ---- serving API ----------------------------------------------------------------------
 
@@ -131,16 +116,19 @@ class LLMEngine:
         return self._add(prompt_token_ids, params, priority, on_token, on_progress).request_id
 
     def step(self) -> list[GenerationResult]:
-        """Run one step on every placement with work; the requests that finished (with async
+        """One step on every placement with work; the requests that finished (with async
         scheduling, the host reads a step's tokens during the next step: a request's result
-        comes one step after its last token was computed)."""
-        for placement in self._placements():
-            pipeline = self._pipelines[placement.name]
-            if pipeline.has_work:
-                pipeline.step()
-        finished = self._process_text()
-        finished.extend(self._collect_failed())
-        return finished
+        comes one step after its last token was computed).
+
+        The layers of a step, each with its own job: EngineLoop._run (engine_loop.py) serves
+        other threads between steps; this method steps every placement (the main one and the
+        CPU copy of oom_policy "cpu") and makes the text; StepPipeline.step overlaps one
+        placement's steps (schedule ahead, launch, read back, retry out of memory); and
+        ModelRunner.launch computes a step (inputs, forward, sampling on the device)."""
+        for pipeline in self._pipelines_with_work():
+            self._text_pending += pipeline.step()  # schedule -> run -> tokens to their requests
+        finished = self._process_text()  # postprocess: text, stop strings, loops, callbacks
+        return finished + self._collect_failed()
 
     @property
     def num_steps(self) -> int:
@@ -152,7 +140,6 @@ class LLMEngine:
         request = self._requests.pop(request_id, None)
         if request is None:
             return None
-        self._text_pending.pop(request_id, None)
         request.placement.scheduler.abort(request_id)
         request.finish_reason = request.finish_reason or FINISH_ABORT
         return request.result()
@@ -264,7 +251,7 @@ class LLMEngine:
             stop_strings=StopStrings(params.stop_strings),
             loop_detector=LoopDetector.from_params(params) if params.stop_on_loop else None,
             stop_token_ids=frozenset(params.stop_token_ids)
-            | (frozenset() if params.ignore_eos else self._eos_ids),
+            | (frozenset() if params.ignore_eos else self.chat_tokenizer.eos_token_ids),
             max_new_tokens=min(params.max_new_tokens, self.max_model_len - len(prompt)),
             on_token=on_token,
             on_progress=on_progress,
@@ -318,13 +305,22 @@ class LLMEngine:
     def _placements(self) -> list[Placement]:
         return [self._main] if self._cpu_placement is None else [self._main, self._cpu_placement]
 
+    def _pipelines_with_work(self) -> Iterator[StepPipeline]:
+        """Each placement's pipeline, if it has work when its turn comes (the main one's step
+        may move a request to the CPU placement)."""
+        for placement in self._placements():
+            pipeline = self._pipelines[placement.name]
+            if pipeline.has_work:
+                yield pipeline
+
     def _process_text(self) -> list[GenerationResult]:
         """Text of the tokens taken so far; the results of the requests that are done."""
         finished: list[GenerationResult] = []
         interrupt: BaseException | None = None
-        pending = dict(self._text_pending)
-        self._text_pending.clear()  # the same dict: the pipelines fill it
-        for request in pending.values():
+        pending, self._text_pending = self._text_pending, []
+        for request in pending:
+            if self._requests.get(request.request_id) is not request:
+                continue  # aborted since it was read, or already done (read twice)
             was_finished = request.is_finished
             try:
                 request.process_text()
@@ -342,17 +338,6 @@ class LLMEngine:
         if interrupt is not None:
             raise interrupt
         return finished
-
-    def _on_out_of_memory(self, placement: Placement, step: Step) -> None:
-        if placement.scheduler.on_out_of_memory():
-            for chunk in step.chunks:
-                if not chunk.is_decode:
-                    self._requests[chunk.seq.request_id].stats.record_fallback(
-                        FALLBACK_OOM_HALVED,
-                        {"at_token": chunk.start, "budget": placement.scheduler.budget},
-                    )
-            return
-        apply_oom_policy(self, placement, step)
 
     def _collect_failed(self) -> list[GenerationResult]:
         """Requests that an out-of-memory policy failed (they are out of every scheduler)."""
@@ -379,62 +364,16 @@ class LLMEngine:
     def _add_pipeline(self, placement: Placement) -> None:
         self._pipelines[placement.name] = StepPipeline(
             placement,
-            self._requests,
-            self._text_pending,
+            MappingProxyType(self._requests),  # read only: the engine adds and removes
             is_async=self.config.async_scheduling,
-            on_out_of_memory=self._on_out_of_memory,
+            on_out_of_memory=partial(on_out_of_memory, self),
             fault_injector=self._fault_injector,
         )
 
     def request_of(self, seq: Sequence) -> Request:
+        """The request of a scheduled sequence (for the OOM policies)."""
         return self._requests[seq.request_id]
-
-    def out_of_memory_error(self, placement: Placement, seq: Sequence) -> OutOfMemoryError:
-        return OutOfMemoryError(
-            f"Out of device memory at prompt token {seq.num_computed_tokens} of "
-            f"{seq.num_tokens}, even with steps of {placement.scheduler.budget} tokens "
-            f"(min_chunk_size {self.config.min_chunk_size}); free memory, shorten the document, "
-            "or set oom_policy to 'truncate' or 'cpu'."
-        )
 
 
 def _indexed(on_token: Callable[[int, int, str], None], index: int) -> TokenCallback:
     return lambda token_id, delta: on_token(index, token_id, delta)
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise EngineError(f"The device {name!r} was asked for but no CUDA GPU is available.")
-    return device
-
-
-def _resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    assert name in DTYPE_NUM_BYTES
-    return _DTYPES[name]
-
-
-def _special_token_strings(tokenizer: Any) -> tuple[str, ...]:
-    """Every special token's text, longest first (so <|im_start|> goes before <|im|>)."""
-    found = set(getattr(tokenizer, "all_special_tokens", ()) or ())
-    for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
-        if getattr(token, "special", False):
-            found.add(str(token.content))
-    return tuple(sorted((t for t in found if len(t) > 1), key=len, reverse=True))
-
-
-def _eos_token_ids(folder: Path, tokenizer: Any) -> set[int]:
-    """End-of-sequence ids from the tokenizer, config.json and generation_config.json."""
-    ids: set[int] = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    for name in ("generation_config.json", "config.json"):
-        path = Path(folder) / name
-        if path.is_file():
-            value = json.loads(path.read_text()).get("eos_token_id")
-            ids.update([value] if isinstance(value, int) else (value or []))
-    return ids

@@ -1,4 +1,11 @@
-"""The only place that runs the model: one forward step over the chunks of many sequences.
+"""The only place that runs the model: one step over the chunks of many sequences, from the
+scheduled step to its sampled ids on the device.
+
+launch() is the step's run in nano-vllm's sense: prepare_inputs() turns the scheduled chunks into
+the model's inputs (the previous step's samples fed from the device where the host holds
+placeholders), run() launches the forward, sample() picks the next ids on the device, and their
+copy to the host starts; nothing is waited for, so the step pipeline (engine/step_pipeline.py)
+can schedule the next step while this one computes.
 
 A step's tokens are flattened ([T] ids and positions, decodes first); the matrix products run
 over all of them at once. Attention, the one part that is per sequence, is split: the step's
@@ -10,6 +17,8 @@ steps on CUDA replay a captured CUDA graph (engine/cuda_graphs.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from engine.attention import AttentionBackend, AttentionMetadata
@@ -17,8 +26,19 @@ from engine.attention.decode import DecodeAttention, DecodeBatch, make_decode_at
 from engine.cuda_graphs import DecodeGraphs
 from engine.kv_cache import KVCache
 from engine.models import LlamaModel
-from engine.sampler import to_device
-from engine.step_inputs import LOGITS_ALL, LOGITS_LAST, ChunkInput, FedTokens
+from engine.request import Request, monotonic
+from engine.sampler import Sampler, to_device
+from engine.sampling_params import SamplingRow
+from engine.scheduler import Step
+from engine.sequence import PLACEHOLDER_TOKEN_ID
+from engine.step_inputs import (
+    LOGITS_ALL,
+    LOGITS_LAST,
+    LOGITS_NONE,
+    ChunkInput,
+    FedTokens,
+    LaunchedStep,
+)
 
 
 class ModelRunner:
@@ -42,6 +62,90 @@ class ModelRunner:
         self.graphs = None
         if use_cuda_graphs and device.type == "cuda" and self.decode_attention.is_graph_safe:
             self.graphs = DecodeGraphs(self, max_num_seqs=max_num_seqs, max_model_len=max_model_len)
+        self._sampler = Sampler()
+
+    # ---- one step -------------------------------------------------------------------------
+
+    def launch(
+        self, step: Step, requests: Mapping[int, Request], previous: LaunchedStep | None
+    ) -> LaunchedStep:
+        """Prepare the step's inputs, launch its forward, sample its next ids on the device and
+        start their copy to the host, waiting for none of it. requests: every request by id
+        (read, not changed, except a prefill-only request's logits). previous: the step
+        launched before this one, whose samples are not read yet."""
+        started = monotonic()
+        inputs, fed = self.prepare_inputs(step, requests, previous)
+        logits = self.run(inputs, fed)  # launched, not waited for
+        sampled, row_of = self.sample(step, requests, logits)
+        sampled_host, done = sampled, None
+        if self.device.type == "cuda":
+            if sampled is not None:
+                sampled_host = sampled.to("cpu", non_blocking=True)  # into pinned memory
+            # Waited for even without samples: a prefill chunk's time is its device time.
+            done = torch.cuda.Event()
+            done.record()
+        return LaunchedStep(step, started, sampled, sampled_host, done, row_of)
+
+    def prepare_inputs(
+        self, step: Step, requests: Mapping[int, Request], previous: LaunchedStep | None
+    ) -> tuple[list[ChunkInput], FedTokens | None]:
+        """Each chunk's tokens, positions, block table and the logits it needs. A decode whose
+        token is a placeholder (sampled by `previous`, not read yet) takes it from the device."""
+        inputs = []
+        fed_rows: list[int] = []
+        source_rows: list[int] = []
+        offset = 0
+        for chunk in step.chunks:
+            request = requests[chunk.seq.request_id]
+            if request.prefill_only and request.all_logits:
+                mode = LOGITS_ALL
+            else:
+                mode = LOGITS_LAST if chunk.is_last else LOGITS_NONE
+            tokens = chunk.seq.token_ids[chunk.start : chunk.end]
+            if tokens[0] == PLACEHOLDER_TOKEN_ID:
+                # The previous step's sample, still on the device (only a decode's one token).
+                assert previous is not None and chunk.num_tokens == 1
+                fed_rows.append(offset)
+                source_rows.append(previous.row_of[request.request_id])
+                tokens = [0]
+            inputs.append(ChunkInput(tokens, chunk.start, chunk.seq.block_table, mode))
+            offset += chunk.num_tokens
+        if not fed_rows:
+            return inputs, None
+        assert previous is not None and previous.sampled is not None
+        return inputs, FedTokens(fed_rows, previous.sampled, source_rows)
+
+    def sample(
+        self, step: Step, requests: Mapping[int, Request], logits: torch.Tensor
+    ) -> tuple[torch.Tensor | None, dict[int, int]]:
+        """Tokens [R] on the device for the chunks that sample, and each request's row. A
+        prefill-only request samples nothing: its rows of the logits are kept on the request."""
+        rows: list[int] = []
+        sampling: list[Request] = []
+        row = 0
+        for chunk in step.chunks:
+            request = requests[chunk.seq.request_id]
+            if request.prefill_only:
+                num_rows = chunk.num_tokens if request.all_logits else int(chunk.is_last)
+                request.logits.append(logits[row : row + num_rows].clone())
+                row += num_rows
+            elif chunk.is_last:
+                rows.append(row)
+                sampling.append(request)
+                row += 1
+        if not rows:
+            return None, {}
+        if rows[-1] == len(rows) - 1:  # rows 0..R-1: the logits as they are, no gather
+            picked = logits[: len(rows)]
+        else:
+            picked = logits.index_select(0, to_device(rows, torch.long, logits.device))
+        if all(r.is_plain_greedy for r in sampling):
+            sampled = self._sampler.greedy(picked)
+        else:
+            sampled = self._sampler.sample_on_device(picked, [_sampling_row(r) for r in sampling])
+        return sampled, {r.request_id: i for i, r in enumerate(sampling)}
+
+    # ---- the forward ----------------------------------------------------------------------
 
     @torch.inference_mode()
     def run(self, chunks: list[ChunkInput], fed: FedTokens | None = None) -> torch.Tensor:
@@ -171,4 +275,14 @@ def _first_if_consecutive(table: list[int]) -> int | None:
         first
         if table[-1] - first == len(table) - 1 and table == list(range(first, first + len(table)))
         else None
+    )
+
+
+def _sampling_row(request: Request) -> SamplingRow:
+    params, seq = request.params, request.seq
+    return SamplingRow(
+        params,
+        request.generator,
+        seq.prompt_token_ids if params.penalty_scope == "all" else (),
+        seq.completion_token_ids if params.has_penalties else (),
     )

@@ -1,6 +1,9 @@
-"""What happens to a request whose prefill does not fit even a minimum-budget step.
+"""What happens when a step runs out of device memory.
 
-The step's largest prefill chunk names the request; the others go on. Its oom_policy:
+The step is planned again with half the token budget (each of its prefill chunks' requests
+records the fallback), down to the scheduler's minimum. A request whose prefill does not fit even
+a minimum-budget step is named by the step's largest prefill chunk; the others go on. Its
+oom_policy:
 - "truncate": keep the prompt's start (its KV is already computed) and its end (instructions and
   the question), dropping the middle; once per request, then "fail";
 - "cpu": free its blocks here and queue it on the engine's CPU copy of the model, which prefills
@@ -14,11 +17,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from engine.config import EngineConfig
+from engine.errors import OutOfMemoryError
 from engine.placement import CPU, Placement
 from engine.request import FINISH_ABORT, Request
 from engine.scheduler import Step
 from engine.sequence import Sequence
-from engine.stats import FALLBACK_CPU, FALLBACK_TRUNCATED
+from engine.stats import FALLBACK_CPU, FALLBACK_OOM_HALVED, FALLBACK_TRUNCATED
 
 
 class OomHost(Protocol):
@@ -28,13 +32,25 @@ class OomHost(Protocol):
 
     def request_of(self, seq: Sequence) -> Request: ...
 
-    def out_of_memory_error(self, placement: Placement, seq: Sequence) -> Exception: ...
-
     def cpu_placement(self) -> Placement: ...
 
 
 # Share of the kept tokens given to the end of the prompt when truncating (the question lives there).
 TRUNCATE_TAIL_SHARE = 4
+
+
+def on_out_of_memory(engine: OomHost, placement: Placement, step: Step) -> None:
+    """`step` ran out of device memory and was not committed: halve the budget for it to be
+    planned again, or at the minimum apply the policy of the request that does not fit."""
+    if placement.scheduler.on_out_of_memory():
+        for chunk in step.chunks:
+            if not chunk.is_decode:
+                engine.request_of(chunk.seq).stats.record_fallback(
+                    FALLBACK_OOM_HALVED,
+                    {"at_token": chunk.start, "budget": placement.scheduler.budget},
+                )
+        return
+    apply_oom_policy(engine, placement, step)
 
 
 def apply_oom_policy(engine: OomHost, placement: Placement, step: Step) -> None:
@@ -56,7 +72,12 @@ def apply_oom_policy(engine: OomHost, placement: Placement, step: Step) -> None:
 
 def _fail(engine: OomHost, placement: Placement, seq: Sequence) -> None:
     request = engine.request_of(seq)
-    request.error = engine.out_of_memory_error(placement, seq)
+    request.error = OutOfMemoryError(
+        f"Out of device memory at prompt token {seq.num_computed_tokens} of "
+        f"{seq.num_tokens}, even with steps of {placement.scheduler.budget} tokens "
+        f"(min_chunk_size {engine.config.min_chunk_size}); free memory, shorten the document, "
+        "or set oom_policy to 'truncate' or 'cpu'."
+    )
     request.finish_reason = FINISH_ABORT
     placement.scheduler.abort(seq.request_id)
 

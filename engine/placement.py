@@ -15,7 +15,7 @@ import torch
 from engine.attention import select_backend
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
-from engine.config import EngineConfig
+from engine.config import DTYPE_NUM_BYTES, EngineConfig
 from engine.device_memory import free_bytes
 from engine.errors import EngineError
 from engine.kv_cache import KVCache, plan_num_blocks
@@ -25,6 +25,7 @@ from engine.models.linear import CPU_MLP_MAX_ROWS, cpu_linear_fn
 from engine.scheduler import Scheduler, SchedulerConfig
 
 MAIN, CPU = "main", "cpu"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -39,6 +40,24 @@ class Placement:
     @property
     def device(self) -> torch.device:
         return self.runner.device
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device an EngineConfig.device names ("auto": the GPU when there is one)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise EngineError(f"The device {name!r} was asked for but no CUDA GPU is available.")
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """The dtype an EngineConfig.dtype names ("auto": bfloat16 on a GPU, else float32)."""
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    assert name in DTYPE_NUM_BYTES
+    return _DTYPES[name]
 
 
 def build_placement(

@@ -1,6 +1,7 @@
 """What one model step takes in for each sequence: its chunk of tokens (ChunkInput) and the
-input ids still on the device from the previous step's samples (FedTokens). Shared by the model
-runner and the CUDA graphs that replay its decode steps."""
+input ids still on the device from the previous step's samples (FedTokens); and what its launch
+gives back (LaunchedStep: the sampled ids, on their way to the host). Shared by the model runner,
+the CUDA graphs that replay its decode steps, and the step pipeline that reads the ids back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.sampler import to_device
+from engine.scheduler import Step
 
 LOGITS_NONE, LOGITS_LAST, LOGITS_ALL = "none", "last", "all"
 
@@ -46,3 +48,21 @@ class ChunkInput:
     @property
     def num_tokens(self) -> int:
         return len(self.token_ids)
+
+
+@dataclass
+class LaunchedStep:
+    """A step whose work is queued on the device; its sampled tokens are not read yet."""
+
+    step: Step
+    started: float
+    sampled: torch.Tensor | None  # [R] int64 on the device, one per sampling request
+    sampled_host: torch.Tensor | None  # the same, being copied to the host
+    done: torch.cuda.Event | None  # recorded after the copy (CUDA only)
+    row_of: dict[int, int]  # request id -> its row in sampled
+
+    def token_ids(self) -> list[int]:
+        """Wait for the step and read its sampled tokens."""
+        if self.done is not None:
+            self.done.synchronize()
+        return [] if self.sampled_host is None else self.sampled_host.tolist()

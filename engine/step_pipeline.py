@@ -14,88 +14,74 @@ history to sample (penalties read it on the host) and the scheduler will preempt
 preempted request is recomputed from its tokens, which must be known). Otherwise it first reads
 the step in flight, then schedules as without overlap. With async_scheduling off, every step is
 read right after its launch: the same code, no overlap.
+
+What a step computes is the model runner's (ModelRunner.launch: inputs, forward, sampling on
+the device); what is done with its tokens is the request's (Request.take_token). This module
+holds only the overlap: when to schedule ahead, launch, read back, and the retry of a step that
+ran out of device memory. It reads the engine's requests and never changes which exist: step()
+returns the requests it read, whose text the engine makes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 
 import torch
 
 from engine.device_memory import peak_bytes, release_cached
 from engine.placement import MAIN, Placement
 from engine.request import FINISH_ABORT, Request, monotonic
-from engine.sampler import Sampler, to_device
-from engine.sampling_params import SamplingRow
 from engine.scheduler import Step
 from engine.sequence import PLACEHOLDER_TOKEN_ID
-from engine.step_inputs import LOGITS_ALL, LOGITS_LAST, LOGITS_NONE, ChunkInput, FedTokens
+from engine.step_inputs import LaunchedStep
 
 # (placement name, step) -> None; raises torch.OutOfMemoryError to simulate one (tests).
 FaultInjector = Callable[[str, Step], None]
-
-
-@dataclass
-class LaunchedStep:
-    """A step whose work is queued on the device; its sampled tokens are not read yet."""
-
-    step: Step
-    started: float
-    sampled: torch.Tensor | None  # [R] int64 on the device, one per sampling request
-    sampled_host: torch.Tensor | None  # the same, being copied to the host
-    done: torch.cuda.Event | None  # recorded after the copy (CUDA only)
-    row_of: dict[int, int]  # request id -> its row in sampled
-
-    def token_ids(self) -> list[int]:
-        """Wait for the step and read its sampled tokens."""
-        if self.done is not None:
-            self.done.synchronize()
-        return [] if self.sampled_host is None else self.sampled_host.tolist()
 
 
 class StepPipeline:
     def __init__(
         self,
         placement: Placement,
-        requests: dict[int, Request],
-        text_pending: dict[int, Request],
+        requests: Mapping[int, Request],
         *,
         is_async: bool,
         on_out_of_memory: Callable[[Placement, Step], None],
         fault_injector: FaultInjector | None = None,
     ) -> None:
-        """fault_injector: called before each step of the main placement (tests inject faults)."""
+        """requests: the engine's requests by id, read only (a live view: the engine adds and
+        removes them). fault_injector: called before each step of the main placement (tests
+        inject faults)."""
         self.placement = placement
         self.is_async = is_async
         self.num_steps = 0
-        self._requests = requests  # the engine's, by id: shared, not copied
-        self._text_pending = text_pending  # the engine's: requests whose text is to be made
+        self._requests = requests
         self._on_out_of_memory = on_out_of_memory
         self._fault_injector = fault_injector
-        self._sampler = Sampler()
         self._in_flight: LaunchedStep | None = None
+        # Read since step() last returned; kept for the next step() if a callback raised.
+        self._read_requests: list[Request] = []
 
     @property
     def has_work(self) -> bool:
         return self._in_flight is not None or self.placement.scheduler.has_unfinished
 
-    def step(self) -> None:
-        """Launch the next step, then read the one before it (async) or this one (not)."""
+    def step(self) -> list[Request]:
+        """Launch the next step, then read the one before it (async) or this one (not). Returns
+        the requests read that took a token or ended: their text is still to be made."""
         previous, self._in_flight = self._in_flight, None
         if previous is not None and not self._can_schedule_ahead():
-            self._read(previous)
+            self._read(previous)  # its tokens are needed to schedule: no overlap this time
             previous = None
-        current, previous = self._launch_next(previous)
-        if previous is not None and current is None:
-            self._read(previous)
-            return
+        current, previous = self._launch_next(previous)  # schedule -> run
         if self.is_async:
-            self._in_flight = current
-            if previous is not None:
-                self._read(previous)
-        elif current is not None:
-            self._read(current)
+            self._in_flight, due = current, previous  # current is read in the next step()
+        else:
+            due = current
+        if due is not None:
+            self._read(due)  # the sampled ids to their requests
+        read, self._read_requests = self._read_requests, []
+        return read
 
     # ---- launch ---------------------------------------------------------------------------
 
@@ -129,84 +115,20 @@ class StepPipeline:
                 self._on_out_of_memory(placement, step)
 
     def _launch(self, step: Step, previous: LaunchedStep | None) -> LaunchedStep:
-        started = monotonic()
-        inputs, fed = self._inputs(step, previous)
-        logits = self.placement.runner.run(inputs, fed)  # launched, not waited for
-        sampled, row_of = self._sample(step, logits)
+        launched = self.placement.runner.launch(step, self._requests, previous)
         # Nothing below can run out of device memory: the step is committed.
         self.placement.scheduler.complete(step)
         for chunk in step.chunks:
-            if chunk.seq.request_id in row_of:
+            if chunk.seq.request_id in launched.row_of:
                 chunk.seq.append_token(PLACEHOLDER_TOKEN_ID)
         self.num_steps += 1
-        sampled_host, done = sampled, None
-        if self.placement.device.type == "cuda":
-            if sampled is not None:
-                sampled_host = sampled.to("cpu", non_blocking=True)  # into pinned memory
-            # Waited for even without samples: a prefill chunk's time is its device time.
-            done = torch.cuda.Event()
-            done.record()
-        return LaunchedStep(step, started, sampled, sampled_host, done, row_of)
-
-    def _inputs(
-        self, step: Step, previous: LaunchedStep | None
-    ) -> tuple[list[ChunkInput], FedTokens | None]:
-        inputs = []
-        fed_rows: list[int] = []
-        source_rows: list[int] = []
-        offset = 0
-        for chunk in step.chunks:
-            request = self._requests[chunk.seq.request_id]
-            if request.prefill_only and request.all_logits:
-                mode = LOGITS_ALL
-            else:
-                mode = LOGITS_LAST if chunk.is_last else LOGITS_NONE
-            tokens = chunk.seq.token_ids[chunk.start : chunk.end]
-            if tokens[0] == PLACEHOLDER_TOKEN_ID:
-                # The previous step's sample, still on the device (only a decode's one token).
-                assert previous is not None and chunk.num_tokens == 1
-                fed_rows.append(offset)
-                source_rows.append(previous.row_of[request.request_id])
-                tokens = [0]
-            inputs.append(ChunkInput(tokens, chunk.start, chunk.seq.block_table, mode))
-            offset += chunk.num_tokens
-        if not fed_rows:
-            return inputs, None
-        assert previous is not None and previous.sampled is not None
-        return inputs, FedTokens(fed_rows, previous.sampled, source_rows)
-
-    def _sample(self, step: Step, logits: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
-        """Tokens [R] on the device for the chunks that sample, and each request's row."""
-        rows: list[int] = []
-        requests: list[Request] = []
-        row = 0
-        for chunk in step.chunks:
-            request = self._requests[chunk.seq.request_id]
-            if request.prefill_only:
-                num_rows = chunk.num_tokens if request.all_logits else int(chunk.is_last)
-                request.logits.append(logits[row : row + num_rows].clone())
-                row += num_rows
-            elif chunk.is_last:
-                rows.append(row)
-                requests.append(request)
-                row += 1
-        if not rows:
-            return None, {}
-        if rows[-1] == len(rows) - 1:  # rows 0..R-1: the logits as they are, no gather
-            picked = logits[: len(rows)]
-        else:
-            picked = logits.index_select(0, to_device(rows, torch.long, logits.device))
-        if all(r.is_plain_greedy for r in requests):
-            sampled = self._sampler.greedy(picked)
-        else:
-            sampled = self._sampler.sample_on_device(picked, [_sampling_row(r) for r in requests])
-        return sampled, {r.request_id: i for i, r in enumerate(requests)}
+        return launched
 
     # ---- read back ------------------------------------------------------------------------
 
     def _read(self, launched: LaunchedStep) -> None:
         """The step's output: counters, tokens, stop tokens and lengths. Text comes later, in
-        the engine's pass over text_pending (while the next step computes)."""
+        the engine's pass over the requests step() returns (while the next step computes)."""
         token_ids = launched.token_ids()
         now = monotonic()
         seconds = now - launched.started
@@ -233,16 +155,6 @@ class StepPipeline:
                 placement.scheduler.finish(chunk.seq)
                 request.stats.peak_memory_bytes = peak_bytes(placement.device)
             if request.is_finished or request.pending_token_ids:
-                self._text_pending[request.request_id] = request
+                self._read_requests.append(request)
         if interrupt is not None:
             raise interrupt
-
-
-def _sampling_row(request: Request) -> SamplingRow:
-    params, seq = request.params, request.seq
-    return SamplingRow(
-        params,
-        request.generator,
-        seq.prompt_token_ids if params.penalty_scope == "all" else (),
-        seq.completion_token_ids if params.has_penalties else (),
-    )
