@@ -15,8 +15,11 @@ callers keep SDPA.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -49,18 +52,48 @@ def load_cpu_flash() -> ModuleType | None:
         logger.debug("CPU flash attention off: CPU capability %s, not AVX512", capability)
         return None
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
 
-        return load(
-            name=_EXTENSION_NAME,
-            sources=[str(_SOURCE)],
-            extra_cflags=_CFLAGS,
-            extra_ldflags=_LDFLAGS,
-            verbose=False,
-        )
+        build_directory = Path(_get_build_directory(_EXTENSION_NAME, verbose=False))
+        with build_lock(build_directory):
+            return load(
+                name=_EXTENSION_NAME,
+                sources=[str(_SOURCE)],
+                extra_cflags=_CFLAGS,
+                extra_ldflags=_LDFLAGS,
+                build_directory=str(build_directory),
+                verbose=False,
+            )
     except Exception as exc:  # a missing compiler or ninja, a failed build: keep SDPA
         logger.debug("CPU flash attention off: building the extension failed: %s", exc)
         return None
+
+
+@contextlib.contextmanager
+def build_lock(build_directory: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the build folder and remove torch's own `lock` file there.
+
+    torch guards a build with a plain file (`lock`, created with O_EXCL) and waits, forever,
+    while it exists; a process killed mid-build (a test run stopped, a worker killed) leaves it
+    behind and every later load hangs. The kernel frees an flock when its holder dies, so every
+    builder of this folder takes this one first, and a `lock` file found while holding it was
+    left by a process that is gone."""
+    build_directory.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system: torch's own lock alone
+        yield
+        return
+    fd = os.open(build_directory / "longdoc.flock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        stale = build_directory / "lock"
+        if stale.exists():
+            logger.warning("Removing a stale build lock left by a stopped process: %s", stale)
+            stale.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
 
 
 def supports_head_dim(head_dim: int) -> bool:

@@ -4,6 +4,10 @@ softmax), with GQA, a cached prefix, strided K/V views and large scores."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -308,3 +312,32 @@ def test_the_build_sees_the_caller_s_path_and_leaves_it_alone(tmp_path) -> None:
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_stale_build_lock_is_removed_not_waited_on(tmp_path: Path) -> None:
+    """torch waits forever on its `lock` file; one left by a killed build must not hang the
+    next load (it hung a CI run for 90 minutes)."""
+    from engine.attention.cpu_flash import build_lock
+
+    (tmp_path / "lock").write_text("")  # left by a process that was killed mid-build
+    with build_lock(tmp_path):
+        assert not (tmp_path / "lock").exists()
+        (tmp_path / "lock").write_text("")  # torch's own, taken while we hold the flock
+        # A second builder waits for the flock instead of removing the live build's lock.
+        repo = Path(__file__).resolve().parents[2]
+        script = (
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from engine.attention.cpu_flash import build_lock\n"
+            "with build_lock(Path(sys.argv[1])):\n"
+            "    pass\n"
+        )
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path)],
+            env={**os.environ, "PYTHONPATH": str(repo)},
+        )
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait(timeout=1.0)  # still waiting: the flock is held
+        assert (tmp_path / "lock").exists()
+        (tmp_path / "lock").unlink()  # the live build ends and removes its lock
+    assert waiting.wait(timeout=120) == 0
