@@ -28,7 +28,8 @@ class AttentionMetadata:
 
 
 class AttentionBackend:
-    """Base class; subclasses implement forward (and may enrich metadata in prepare)."""
+    """Base class: forward stores the step's K/V in the cache, then subclasses' attend reads
+    them (and may enrich the metadata in prepare)."""
 
     name = "base"
     # Whether [heads, queries, keys] scores are materialized (the chunk planner's memory model).
@@ -47,6 +48,20 @@ class AttentionBackend:
         meta: AttentionMetadata,
     ) -> torch.Tensor:
         """q: [T, H, D], k/v: [T, KV, D], caches: [num_blocks, block_size, KV, D] -> [T, H, D]."""
+        write_kv(k, v, k_cache, v_cache, meta)
+        return self.attend(q, k, v, k_cache, v_cache, meta)
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """The attention of q over the sequence's keys, the step's own already in the cache
+        (k and v are those same keys, for backends that read them directly)."""
         raise NotImplementedError
 
 

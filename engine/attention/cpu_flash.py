@@ -25,7 +25,7 @@ from types import ModuleType
 
 import torch
 
-from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
+from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class CpuFlashBackend(AttentionBackend):
     name = "cpu_flash"
     materializes_scores = False
 
-    def forward(
+    def attend(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -161,7 +161,6 @@ class CpuFlashBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta)
         if meta.start == 0:
             keys, values = k, v  # [T, KV, D]: nothing cached before this step
         else:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
+from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 from engine.errors import EngineError
 
 # (q [1, N, L, D], k [1, N, S, D], v, is_causal) -> (out [1, N, L, D], lse [N, L] fp32)
@@ -79,7 +79,7 @@ class CudnnSplitBackend(AttentionBackend):
             attend = cudnn_attend
         self._attend = attend
 
-    def forward(
+    def attend(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -88,7 +88,6 @@ class CudnnSplitBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta)
         num_q, num_heads, head_dim = q.shape
         num_kv_heads = k.shape[1]
         group = num_heads // num_kv_heads

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
+from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 
 # flash-attn 2's paged path requires blocks of a multiple of 256 tokens.
 PAGED_BLOCK_MULTIPLE = 256
@@ -96,7 +96,7 @@ class FlashAttn4Backend(AttentionBackend):
             )
         return meta
 
-    def forward(
+    def attend(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -105,7 +105,6 @@ class FlashAttn4Backend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta)
         if meta.first_block_if_contiguous is None:
             # Scattered blocks (a prefix-cache hit): read them in place through the block table.
             # Pages past seqused_k are masked; the cache is zero-filled, so none holds a NaN.
@@ -201,7 +200,7 @@ class FlashAttn2Backend(AttentionBackend):
         )
         return meta
 
-    def forward(
+    def attend(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -210,7 +209,6 @@ class FlashAttn2Backend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta)
         if self.is_paged:
             out = self._with_kvcache(
                 q.unsqueeze(0),  # [1, T, H, D]

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
-from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
+from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 
 MASK_BLOCK = 128
 # Measured fastest on an H200 for 8192 queries x 32768 keys, head dim 128, bf16.
@@ -102,7 +102,7 @@ class FlexBackend(AttentionBackend):
         meta.extra["padded_len"] = padded
         return meta
 
-    def forward(
+    def attend(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -111,7 +111,6 @@ class FlexBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta)
         is_gqa = q.shape[1] != k.shape[1]
         if meta.num_query_tokens == 1:
             keys, values = gather_kv(k_cache, meta), gather_kv(v_cache, meta)  # [ctx, KV, D]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv, write_kv
+from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 
 # Private, but stable since torch 2.3; returns the log-sum-exp the merge needs.
 _CPU_FLASH_WITH_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -34,7 +34,7 @@ class SdpaBackend(AttentionBackend):
             meta.extra["mask"] = kv_pos[None, :] <= (q_pos[:, None] + meta.start)  # [T, ctx]
         return meta
 
-    def forward(
+    def attend(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -43,7 +43,6 @@ class SdpaBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        write_kv(k, v, k_cache, v_cache, meta)
         is_gqa = q.shape[1] != k.shape[1]
         if meta.start > 0 and meta.num_query_tokens > 1 and self.splits_prefix:
             prefix = gather_kv(k_cache, meta)[: meta.start], gather_kv(v_cache, meta)[: meta.start]
