@@ -120,9 +120,28 @@ def cpu_flash_attention(
     ext = load_cpu_flash()
     if ext is None:
         raise RuntimeError("the CPU flash-attention extension is unavailable")
+    _check_causal_inputs(q, k, v, start)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.float32)  # [T, H, D]
     return ext.causal_attention(q, k, v, start, out)
+
+
+def _check_causal_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> None:
+    """The kernel's own checks, made before the call: an error raised inside an extension
+    built by another compiler than torch's can crash the process instead of raising (seen with
+    torch 2.11's CUDA build), so bad inputs never reach it."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype != torch.float32 or t.dim() != 3 or t.device.type != "cpu":
+            raise RuntimeError(
+                f"{name} must be a 3-D float32 CPU tensor, got {t.dtype} {t.dim()}-D"
+            )
+    T, H, D = q.shape
+    if k.shape != v.shape or k.shape[0] != start + T or k.shape[2] != D or start < 0:
+        raise RuntimeError(f"k and v must be [start + T, KV, {D}], got {tuple(k.shape)}")
+    if k.shape[1] == 0 or H % k.shape[1] != 0:
+        raise RuntimeError(f"query heads ({H}) must be a multiple of KV heads ({k.shape[1]})")
+    if not supports_head_dim(D):
+        raise RuntimeError(f"head dim {D} is not a multiple of 16 up to 256")
 
 
 def cpu_paged_decode(
