@@ -35,8 +35,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# On every core (CI has 2), whole files per worker so module fixtures are built once; tests that
+# share a server (PostgreSQL databases, Redis databases, ports) each claim their own.
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses=4 --dist loadfile
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

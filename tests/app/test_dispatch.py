@@ -15,8 +15,7 @@ from app.db.models import Job, JobKind, JobStatus
 from app.migrate import upgrade
 from app.services import dispatch, jobs
 from app.settings import Settings
-
-REDIS_BASE = "redis://127.0.0.1:6379"
+from tests.redis_db import claimed_redis_db
 
 
 def make_settings(tmp_path: Path, broker_url: str = "") -> Settings:
@@ -28,25 +27,10 @@ def make_settings(tmp_path: Path, broker_url: str = "") -> Settings:
     )
 
 
-def empty_redis_url() -> str:
-    redis = pytest.importorskip("redis")
-    try:
-        for db in range(15, 0, -1):
-            url = f"{REDIS_BASE}/{db}"
-            if redis.Redis.from_url(url, socket_connect_timeout=2).dbsize() == 0:
-                return url
-    except redis.exceptions.ConnectionError as error:
-        pytest.skip(f"Redis unreachable at {REDIS_BASE} ({error})")
-    pytest.skip(f"Redis at {REDIS_BASE} has no empty database among 1-15 to test in")
-
-
 @pytest.fixture
 def redis_url():
-    import redis
-
-    url = empty_redis_url()
-    yield url
-    redis.Redis.from_url(url).flushdb()
+    with claimed_redis_db() as url:
+        yield url
 
 
 def take_message(settings: Settings, queue: str, timeout_s: float = 5.0) -> dict:

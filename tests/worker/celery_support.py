@@ -42,27 +42,6 @@ def default_gguf() -> Path:
         pytest.skip(error.message)
 
 
-def redis_url_or_skip() -> str:
-    """A Redis database that holds nothing (so flushing it afterwards harms no one)."""
-    import redis
-
-    base = os.environ.get("LONGDOC_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-    try:
-        for db in range(15, 0, -1):
-            client = redis.Redis.from_url(f"{base}/{db}", socket_connect_timeout=2)
-            if client.dbsize() == 0:
-                return f"{base}/{db}"
-    except redis.exceptions.ConnectionError as error:
-        pytest.skip(f"Redis unreachable at {base} ({error}); set LONGDOC_TEST_REDIS_URL")
-    pytest.skip(f"Redis at {base} has no empty database among 1-15 to test in")
-
-
-def flush_redis(url: str) -> None:
-    import redis
-
-    redis.Redis.from_url(url).flushdb()
-
-
 class WorkerProcess:
     """One `longdoc worker` in its own process group, its output in a log file."""
 

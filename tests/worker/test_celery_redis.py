@@ -14,8 +14,9 @@ from sqlalchemy import select
 
 from app.db.models import Document, Job, JobKind, JobStatus, Summary
 from tests.pipelines import pdf_factory
+from tests.redis_db import claimed_redis_db
 from tests.worker import celery_support
-from tests.worker.celery_support import Harness, flush_redis, redis_url_or_skip, worker_env
+from tests.worker.celery_support import Harness, worker_env
 from tests.worker.test_celery_embedded import (
     NUM_DOCUMENTS,
     _assert_done_once,
@@ -33,9 +34,8 @@ SHORT_VISIBILITY_S = "20"
 
 @pytest.fixture
 def redis_url():
-    url = redis_url_or_skip()
-    yield url
-    flush_redis(url)
+    with claimed_redis_db() as url:
+        yield url
 
 
 @pytest.fixture
