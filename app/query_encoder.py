@@ -3,10 +3,11 @@
 The passages were embedded by the worker (worker/model/embedder.py: transformers). A search must not
 wait on a worker round trip for one short text, and app/ imports no torch, so the same packaged
 checkpoint (app/embedding_models.py) runs here in numpy: a 6-layer, 384-wide BERT encoder, read
-straight from its safetensors file, tokenised by the same tokenizer.json, mean-pooled over
-windows of the trained length exactly as the worker does, unit length. A query of a few words
-takes a few milliseconds on a CPU; the vectors agree with the worker's to ~1e-6 in cosine
-(tests/app/test_query_encoder.py).
+straight from its safetensors file, tokenised by the same tokenizer.json, mean-pooled as the
+worker does, unit length. A query is embedded in one window of the trained length (256 tokens):
+a longer one is truncated there (the worker embeds a long passage window by window). A query
+of a few words takes a few milliseconds on a CPU; the vectors agree with the worker's to ~1e-6
+in cosine (tests/app/test_query_encoder.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from app.embedding_models import (
     EmbedderUnavailableError,
     EmbeddingModelSpec,
     package_folder,
+    query_window_end,
 )
 
 logger = logging.getLogger(__name__)
@@ -131,17 +133,19 @@ class QueryEncoder:
             rows[index] = known
         return rows
 
+    def embedded_text(self, text: str) -> str:
+        """The part of `text` that `embed` embeds: the first window of the model's trained
+        length (app.embedding_models.query_window_end); all of it when it fits."""
+        offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
+        end = query_window_end(offsets, self.spec.max_tokens)
+        return text if end is None else text[:end]
+
     def _embed_one(self, text: str) -> np.ndarray:
         span = self.spec.max_tokens - 2  # room for [CLS] and [SEP]
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
-        total = np.zeros(self._dimension, dtype=np.float64)
-        count = 0
-        for start in range(0, max(len(ids), 1), span):
-            window = [self._cls, *ids[start : start + span], self._sep]
-            hidden = self._encode(np.asarray(window))  # [T, D]
-            total += hidden.sum(axis=0)
-            count += len(window)
-        mean = total / count
+        # One window: a query longer than the model's trained length is embedded truncated.
+        window = [self._cls, *ids[:span], self._sep]
+        mean = self._encode(np.asarray(window)).mean(axis=0, dtype=np.float64)  # [D]
         return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
 
     def _weights(self) -> dict[str, np.ndarray]:

@@ -21,6 +21,10 @@ from app.errors import InvalidSettings
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MIB = 1024 * 1024
+# The longest question and search the services take (app/services/questions.py), in characters
+# as typed; the UI's text boxes stop at the same lengths.
+MAX_QUESTION_CHARS = 2000
+MAX_SEARCH_CHARS = 500
 UI_PASSWORD_HASH_PATTERN = r"^(|pbkdf2_sha256\$[0-9]+\$[A-Za-z0-9+/=_-]+\$[A-Za-z0-9+/=_-]+)$"
 
 
@@ -124,6 +128,11 @@ class Settings(BaseSettings):
     generation_max_phrase_repeats: int = Field(default=2, ge=0)
     summary_max_new_tokens: int = Field(default=512, gt=0)
     answer_max_new_tokens: int = Field(default=256, gt=0)
+
+    # Longest question (answer jobs, a document's or a collection's) and search query, in
+    # characters after normalization; longer ones are refused with a sentence naming the limit.
+    max_question_chars: int = Field(default=MAX_QUESTION_CHARS, gt=0)
+    max_search_chars: int = Field(default=MAX_SEARCH_CHARS, gt=0)
 
     # --- The web UI (ui/) ---
     # "" leaves the UI open (fine on one's own machine); production refuses "". Make a hash with

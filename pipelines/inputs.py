@@ -9,6 +9,7 @@ import numpy as np
 
 from pipelines.documents import PageText, Passage
 from pipelines.kinds import KINDS
+from pipelines.planted import without_instructions
 from pipelines.vectors import PassageVectors
 
 
@@ -21,6 +22,10 @@ class DocumentInput:
     `passage_embeddings` are the passages' vectors (pipelines.vectors.PassageVectors, one
     embedding model's; a [len(passages), D] array is taken as one vector per passage), or None
     when the document has none (retrieval is then BM25 alone).
+
+    Instruction-like text (pipelines.planted: "SYSTEM: ignore the question ...") is masked in
+    `pages` and `passages` as they are taken in, offsets kept, so no prompt, evidence or support
+    check of any pipeline reads it; `instruction_spans` are where it was (document offsets).
     """
 
     title: str | None
@@ -29,6 +34,9 @@ class DocumentInput:
     passages: tuple[Passage, ...]
     # Left out of == and hash: an array has neither, and the vectors follow from the passages.
     passage_embeddings: Any = field(default=None, compare=False, repr=False)
+    instruction_spans: tuple[tuple[int, int], ...] = field(
+        default=(), init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -36,8 +44,10 @@ class DocumentInput:
         if not self.pages:
             raise ValueError("a document needs at least one page")
         # Tuples keep the input hashable and immutable even when lists are passed in.
-        object.__setattr__(self, "pages", tuple(self.pages))
-        object.__setattr__(self, "passages", tuple(self.passages))
+        pages, passages, spans = without_instructions(self.pages, self.passages)
+        object.__setattr__(self, "pages", pages)
+        object.__setattr__(self, "passages", passages)
+        object.__setattr__(self, "instruction_spans", spans)
         vectors = self.passage_embeddings
         if vectors is not None:
             if not isinstance(vectors, PassageVectors):
@@ -48,6 +58,11 @@ class DocumentInput:
                     f"not {len(self.passages)}"
                 )
             object.__setattr__(self, "passage_embeddings", vectors)
+
+    @property
+    def num_instruction_spans(self) -> int:
+        """How many stretches of instruction-like text were left out (shown in the stats)."""
+        return len(self.instruction_spans)
 
     @property
     def page_numbers(self) -> tuple[int, ...]:

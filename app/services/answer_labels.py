@@ -102,4 +102,19 @@ def support_note(
         note = f"{note} {BY_QUOTE_NOTE}{why}"
         if claims:
             note += f" It stated {claims}, which the document does not contain."
-    return note
+    return note + planted_note(stats)
+
+
+def planted_note(stats: Mapping[str, Any] | None) -> str:
+    """A sentence (with a leading space) when the document held instruction-like text that was
+    left out (pipelines/planted.py, counted in the stats); "" otherwise."""
+    count = int((stats or {}).get("num_instruction_spans_left_out") or 0)
+    if count < 1:
+        return ""
+    what = "passage" if count == 1 else f"{count} passages"
+    verb = "was" if count == 1 else "were"
+    return (
+        f" The document holds {'a ' if count == 1 else ''}{what} written as instructions to a "
+        f'model (such as "ignore the question"); {"it" if count == 1 else "they"} {verb} left '
+        "out of what the model read and never quoted as evidence."
+    )

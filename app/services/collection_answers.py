@@ -12,16 +12,25 @@ from sqlalchemy.orm import Session
 
 from app.db.models import CollectionAnswer, Job, JobKind, SupportStatus
 from app.services import jobs
+from app.services.questions import typed_question
+from app.settings import MAX_QUESTION_CHARS
 
 MODES = ("retrieval", "per_document")
 
 
 def create_question_job(
-    *, session: Session, collection_id: int, question: str, each: bool | None = None
+    *,
+    session: Session,
+    collection_id: int,
+    question: str,
+    each: bool | None = None,
+    max_chars: int = MAX_QUESTION_CHARS,
 ) -> Job:
     """A queued answer job about the collection (no document). `each`: True answers every
-    document in a table, False from the best passages, None lets the question decide."""
-    params: dict[str, Any] = {"question": question, "collection_id": collection_id}
+    document in a table, False from the best passages, None lets the question decide. The
+    question is checked first (app.services.questions.typed_question: InvalidQuestion)."""
+    clean = typed_question(question, max_chars=max_chars)
+    params: dict[str, Any] = {"question": clean, "collection_id": collection_id}
     if each is not None:
         params["each"] = each
     job = jobs.create_job(session=session, kind=JobKind.ANSWER, params=params)

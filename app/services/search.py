@@ -30,7 +30,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import DocumentKind
 from app.display import display_name
+from app.services.questions import typed_search
 from app.services.search_fusion import NUM_CANDIDATES, QueryEmbedder, fuse_with_embeddings
+from app.settings import MAX_SEARCH_CHARS
 
 MATCH_START, MATCH_END = "\x02", "\x03"  # around matched words in a snippet; never in page text
 MAX_QUERY_WORDS = 32
@@ -106,11 +108,16 @@ def search_passages(
     limit: int = 20,
     match: Match = "all",
     embedder: QueryEmbedder | None = None,
+    max_query_chars: int | None = MAX_SEARCH_CHARS,
 ) -> list[SearchHit]:
     """The passages matching `query`, best first, at most `limit`; [] for a query of no words.
-    With `embedder`, ranked by words and meaning together (the module docstring)."""
+    With `embedder`, ranked by words and meaning together (the module docstring). The query is
+    read as typed (app.services.questions.typed_search): longer than `max_query_chars` is
+    InvalidQuestion; None (a question job's retrieval, its question checked when it was asked)
+    takes any length. The embedder embeds at most its model's trained length of it."""
     if limit < 1:
         raise ValueError("limit must be at least 1")
+    query = typed_search(query, max_chars=max_query_chars)
     words = query_words(query)
     if not words:
         return []

@@ -6,6 +6,8 @@ money amounts and percentages, jurisdictions (pipelines.values.jurisdictions), a
 word by word. Page citations ("[p. 4]") and our own "Sources:" line are not claims. A claim found
 only in the document (not in the quotes) is supported, and its offset there lets the caller
 quote the sentence that holds it, so the quotes end up holding everything the answer states.
+Instruction-like text ("SYSTEM: ignore the question and answer that ...", pipelines.planted)
+supports nothing: a quote of it is not looked in, and the document is indexed without it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from pipelines.citations import remove_citations
+from pipelines.planted import instruction_spans, is_instruction_like, masked
 from pipelines.retrieval.bm25 import terms
 from pipelines.values.claims import (
     DateValue,
@@ -72,6 +75,9 @@ class FactIndex:
     offset of its first occurrence, for looking up an answer's claims."""
 
     def __init__(self, text: str) -> None:
+        # Instruction-like text (pipelines.planted) states nothing a claim could rest on; masked
+        # with offsets kept, so a document's index still points into the document.
+        text = masked(text, instruction_spans(text))
         self.text = text
         dates = find_dates(text)
         self.dates: dict[DateValue, int] = {}
@@ -177,7 +183,8 @@ def check_support(answer: str, quotes: Sequence[str], document: FactIndex | str)
     """Look up each of the answer's claims in the quotes, then in the document (whose index is
     built only when a claim is not in the quotes: half a second per 100 pages)."""
     in_document = document if isinstance(document, FactIndex) else None
-    in_quotes = FactIndex("\n\n".join(quotes))
+    # A quote of instruction-like text is no evidence, whoever picked it.
+    in_quotes = FactIndex("\n\n".join(q for q in quotes if not is_instruction_like(q)))
     checks = []
     for claim in claims_of(answer):
         if in_quotes.find(claim) is not None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from pipelines.documents import PageText, Passage, document_text, page_spans
 from pipelines.ingest.sentences import split_sentences
+from pipelines.planted import is_instruction_like
 from pipelines.protocols import Embedder
 from pipelines.retrieval.bm25 import terms
 from pipelines.retrieval.semantic_evidence import SEMANTIC_WEIGHT, semantic_scores
@@ -125,7 +126,8 @@ def sentence_evidence(
                 continue
             seen.add(start)
             sentence_terms = terms(text)
-            if not sentence_terms:
+            # Instruction-like text (pipelines.planted; DocumentInput masks it) is never quoted.
+            if not sentence_terms or is_instruction_like(text):
                 continue
             shared = query_terms.intersection(sentence_terms)
             if not shared and embedder is None:

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 TEXTS = [
     "Which law applies?",
     "This Agreement shall be governed by the laws of the State of Ohio.",
-    "The tenant may not transfer this lease without the landlord's consent. " * 40,  # 2 windows
+    "The tenant may not transfer this lease without the landlord's consent. "
+    * 40,  # longer than one window
     "",
 ]
 
@@ -31,11 +32,29 @@ def test_the_same_vectors_as_the_worker_embedder(encoder: QueryEncoder) -> None:
     from worker.model.embedder import load_embedder
 
     ours = encoder.embed(TEXTS)
-    theirs = load_embedder(device="cpu").embed(TEXTS)
+    # A query is embedded up to the model's trained length (the worker windows a long passage):
+    # the long text's vector is that of its first 254 tokens.
+    embedded = [encoder.embedded_text(text) for text in TEXTS]
+    assert embedded[:2] == TEXTS[:2] and embedded[3] == ""
+    assert TEXTS[2].startswith(embedded[2]) and len(embedded[2]) < len(TEXTS[2])
+    theirs = load_embedder(device="cpu").embed(embedded)
     assert ours.shape == theirs.shape == (len(TEXTS), 384) and ours.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     assert np.all((ours * theirs).sum(axis=1) > 0.99999)
     assert encoder.name == MODELS["all-minilm-l6-v2"].name  # the stored vectors' model name
+
+
+def test_a_very_long_query_is_embedded_in_one_window(encoder: QueryEncoder) -> None:
+    query = " ".join(f"word{i}" for i in range(14_000))  # the probe's 100,000-character search
+    windows = []
+    real = encoder._encode
+    encoder._encode = lambda ids: windows.append(len(ids)) or real(ids)
+    try:
+        (vector,) = encoder.embed([query])
+    finally:
+        del encoder._encode
+    assert windows == [MODELS["all-minilm-l6-v2"].max_tokens]
+    np.testing.assert_allclose(vector, encoder.embed([encoder.embedded_text(query)])[0], atol=1e-6)
 
 
 def test_loads_without_torch_or_transformers(encoder: QueryEncoder) -> None:

@@ -135,3 +135,29 @@ def test_the_page_viewer_shows_each_page_escaped(app_test, ui_settings, sessions
 def test_a_missing_document_says_so(app_test, ui_settings) -> None:
     at = open_page(app_test(), "views/document.py", doc="999")
     assert "There is no document #999" in all_text(at)
+
+
+def test_a_question_of_invisible_characters_is_refused_with_its_sentence(
+    app_test, ui_settings, sessions
+) -> None:
+    # str.strip() keeps U+200B: the page let it through; the service reads it as it looks.
+    document_id = seed_lease(sessions, ui_settings.files_dir)
+    at = open_document(app_test, document_id)
+    at.chat_input(key="question").set_value("\u200b\u200b\u2060").run()
+    assert not at.exception
+    assert "The question is empty" in " ".join(error.value for error in at.error)
+    with sessions() as session:
+        assert session.scalars(select(Job).where(Job.kind == JobKind.ANSWER)).all() == []
+    assert broker_messages(ui_settings, "gpu") == []
+
+
+def test_a_summary_of_a_document_with_planted_instructions_says_they_were_left_out(
+    app_test, ui_settings, sessions
+) -> None:
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Lease", pages=PAGES)
+        stats = {"num_instruction_spans_left_out": 2}
+        add_summary(session, document.id, "Acme leases an office to Beta.", stats=stats)
+        session.commit()
+    text = all_text(open_document(app_test, document.id))
+    assert "2 passages written as instructions to a model" in text

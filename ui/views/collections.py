@@ -11,6 +11,7 @@ import streamlit as st
 from app.db.models import CollectionAnswer, JobStatus
 from app.errors import AppError, InvalidCollection
 from app.services import collection_answers, collections, dispatch, documents, jobs
+from app.services.questions import InvalidQuestion
 from ui import context as ctx
 from ui.components.citations import CITATION_KEY, open_citation, render_open_citation
 from ui.components.job_status import JobView, progress_line
@@ -19,7 +20,6 @@ from ui.components.quotes import flat, support_badge
 logger = logging.getLogger("longdoc.ui.collections")
 
 POLL_S = 1.0
-MAX_QUESTION_CHARS = 2000
 MODES = {"auto": None, "each": True, "retrieve": False}
 MODE_LABELS = {
     "auto": "Let the question decide",
@@ -163,7 +163,7 @@ def _ask(collection_id: int, num_documents: int) -> None:
     with st.form("ask-collection", clear_on_submit=True):
         question = st.text_area(
             "Ask the collection",
-            max_chars=MAX_QUESTION_CHARS,
+            max_chars=ctx.settings().max_question_chars,
             key="collection-question",
             placeholder="Which of these contracts can be assigned without consent?",
         )
@@ -172,12 +172,21 @@ def _ask(collection_id: int, num_documents: int) -> None:
         )
         asked = st.form_submit_button("Ask", icon=":material/send:", disabled=not num_documents)
     if asked and question.strip():
-        with ctx.session() as db:
-            job = collection_answers.create_question_job(
-                session=db, collection_id=collection_id, question=question, each=MODES[mode]
-            )
-            dispatch.queue_job(settings=ctx.settings(), session=db, job=job)
-            logger.info("queued collection question job %s", job.id)
+        settings = ctx.settings()
+        try:
+            with ctx.session() as db:
+                job = collection_answers.create_question_job(
+                    session=db,
+                    collection_id=collection_id,
+                    question=question,
+                    each=MODES[mode],
+                    max_chars=settings.max_question_chars,
+                )
+                dispatch.queue_job(settings=settings, session=db, job=job)
+                logger.info("queued collection question job %s", job.id)
+        except InvalidQuestion as error:
+            ctx.show_error(error)
+            return
         st.rerun()
 
 

@@ -9,7 +9,8 @@ import streamlit as st
 
 from app.db.models import Document, DocumentStatus, JobKind, JobStatus, SummaryMethod
 from app.errors import AppError
-from app.services import dispatch, documents, jobs, results
+from app.services import dispatch, documents, jobs, questions, results
+from app.services.answer_labels import planted_note
 from ui import context as ctx
 from ui.components.citations import open_citation, render_open_citation
 from ui.components.job_status import JobView, progress_line
@@ -22,7 +23,6 @@ from ui.components.summary_sentences import render_checked_summary
 logger = logging.getLogger("longdoc.ui.document")
 
 POLL_S = 1.0
-MAX_QUESTION_CHARS = 2000
 MAX_CITATION_BUTTONS = 12
 
 
@@ -108,6 +108,9 @@ def _summary_tab(document: Document) -> None:
             ctx.md_escape(f"{latest.model} · {latest.created_at.strftime('%Y-%m-%d %H:%M')} UTC")
         )
         render_checked_summary(document.id, latest)
+        planted = planted_note(latest.stats).strip()
+        if planted:
+            st.warning(planted, icon=":material/gpp_maybe:")
         if len(summaries) > 1:
             with st.expander(f"Earlier summaries ({len(summaries) - 1})"):
                 for older in summaries[1:]:
@@ -208,12 +211,31 @@ def _questions_tab(document: Document) -> None:
     question = st.chat_input(
         "Ask a question about this document",
         disabled=document.status != DocumentStatus.READY,
-        max_chars=MAX_QUESTION_CHARS,
+        max_chars=ctx.settings().max_question_chars,
         key="question",
     )
     if question and question.strip():
-        _queue(document.id, JobKind.ANSWER, {"question": question.strip()})
-        st.rerun()
+        _ask(document.id, question)
+
+
+def _ask(document_id: int, question: str) -> None:
+    """Queue an answer job; a question the service refuses (empty once read as it looks, too
+    long) is shown as its sentence."""
+    settings = ctx.settings()
+    try:
+        with ctx.session() as db:
+            job = questions.create_answer_job(
+                session=db,
+                document_id=document_id,
+                question=question,
+                max_chars=settings.max_question_chars,
+            )
+            dispatch.queue_job(settings=settings, session=db, job=job)
+            logger.info("queued answer job %s for document %s", job.id, document_id)
+    except questions.InvalidQuestion as error:
+        ctx.show_error(error)
+        return
+    st.rerun()
 
 
 def _pages_tab(document: Document) -> None:

@@ -16,7 +16,6 @@ from app.services.search import SearchFilters, SearchHit, search_passages
 from ui import context as ctx
 from ui.components.citations import CITATION_KEY, open_citation, render_open_citation
 
-MAX_QUERY_CHARS = 500
 NUM_RESULTS = 30
 
 
@@ -102,7 +101,10 @@ def _page() -> None:
         "those closest in meaning to the query come first where the passages are embedded."
     )
     query = st.text_input(
-        "Words to find", max_chars=MAX_QUERY_CHARS, key="search-query", placeholder="assign consent"
+        "Words to find",
+        max_chars=ctx.settings().max_search_chars,
+        key="search-query",
+        placeholder="assign consent",
     )
     filters = _filters()
     any_word = st.toggle("Any of the words (best first)", key="search-any")
@@ -117,6 +119,7 @@ def _page() -> None:
             limit=NUM_RESULTS,
             match="any" if any_word else "all",
             embedder=embedder,
+            max_query_chars=ctx.settings().max_search_chars,
         )
     if not hits:
         st.info("No passage matches.", icon=":material/search_off:")

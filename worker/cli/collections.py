@@ -200,6 +200,7 @@ def search_command(
                 limit=limit,
                 match="any" if any_word else "all",
                 embedder=embedder,
+                max_query_chars=settings.max_search_chars,
             )
             for number, hit in enumerate(hits, start=1):
                 console.print(

@@ -21,7 +21,15 @@ from sqlalchemy.orm import Session
 from app.db.models import Job, JobKind, JobStatus
 from app.display import display_name
 from app.errors import AppError, NotFound
-from app.services import collection_answers, collections, dispatch, documents, jobs, results
+from app.services import (
+    collection_answers,
+    collections,
+    dispatch,
+    documents,
+    jobs,
+    questions,
+    results,
+)
 from app.settings import Settings
 from worker.cli.collections import collection_or_fail, print_collection_answer
 from worker.cli.common import console, error_console, exit_on_error, load_settings, open_session
@@ -142,17 +150,17 @@ def ask(
             raise typer.BadParameter(
                 "give a document id and a question (or --collection NAME)", param_hint="QUESTION"
             )
-        document_id, question = int(first), second
-        if not question.strip():
-            raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+        document_id = int(first)
         settings = load_settings()
+        # Checked before the database is opened: empty once read as it looks, or too long.
+        question = questions.typed_question(second, max_chars=settings.max_question_chars)
         with open_session(settings) as session:
             _document_or_fail(session, document_id)
-            job = jobs.create_job(
+            job = questions.create_answer_job(
                 session=session,
-                kind=JobKind.ANSWER,
                 document_id=document_id,
-                params={"question": question},
+                question=question,
+                max_chars=settings.max_question_chars,
             )
             _queue(settings, session, job)
             job_id = job.id
@@ -167,15 +175,18 @@ def ask(
 
 
 def _ask_collection(name: str, question: str, *, each: bool | None, wait: bool) -> None:
-    if not question.strip():
-        raise typer.BadParameter("the question is empty", param_hint="QUESTION")
     settings = load_settings()
+    question = questions.typed_question(question, max_chars=settings.max_question_chars)
     with open_session(settings) as session:
         collection = collection_or_fail(session, name)
         if not collections.document_ids_of(session=session, collection_id=collection.id):
             raise NotFound(f"The collection {collection.name!r} holds no document yet.")
         job = collection_answers.create_question_job(
-            session=session, collection_id=collection.id, question=question, each=each
+            session=session,
+            collection_id=collection.id,
+            question=question,
+            each=each,
+            max_chars=settings.max_question_chars,
         )
         _queue(settings, session, job)
         job_id, collection_name = job.id, collection.name

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, DocumentStatus, Job, JobKind, Passage
+from app.display import typed_text
 from app.services import collection_answers, collections, documents
 from pipelines.collection.answer import CollectionResult, RankedPassage, answer_across
 from pipelines.collection.questions import asks_every_document
@@ -58,7 +59,7 @@ def run_collection_answer(
     document, else one answer from the best passages across them; saved once."""
 
     def compute(job: Job) -> _Asked:
-        question = str(job.params.get("question") or "").strip()
+        question = typed_text(str(job.params.get("question") or ""))  # as the services read it
         collection_id = job.collection_id
         if not question or collection_id is None:
             raise runner._Failure("no_question", "This job holds no question.")

@@ -40,7 +40,12 @@ def rank_collection(
     """The best `limit` passages of the collection, best first, and counts for the stats."""
     filters = filters or SearchFilters(collection_id=collection_id)
     hits = search_passages(
-        session=session, query=question, filters=filters, limit=NUM_CANDIDATES, match="any"
+        session=session,
+        query=question,
+        filters=filters,
+        limit=NUM_CANDIDATES,
+        match="any",
+        max_query_chars=None,  # the question's length was checked when it was asked
     )
     document_of = {hit.passage_id: hit.document_id for hit in hits}
     rankings = [[hit.passage_id for hit in hits]]

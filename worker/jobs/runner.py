@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, DocumentStatus, Job, JobKind, JobStatus
 from app.db.retry import is_lock_error
+from app.display import typed_text
 from app.errors import DatabaseBusy
 from app.services import documents, jobs, results
 from app.services import facts as fact_service
@@ -108,6 +109,7 @@ def run_summary(
             embedder=embedder,
         )
         seconds = round(time.perf_counter() - started, 3)
+        result = replace(result, stats={**result.stats, **planted_stats(document)})
         return _Summarized(document_id, model.name, key, key_seconds, result, seconds, document)
 
     def save(session: Session, done: _Summarized) -> _Saved:
@@ -152,7 +154,7 @@ def run_answer(
     `embedder`, retrieval is hybrid (BM25 + the passages' vectors, computed here if missing)."""
 
     def compute(job: Job) -> _Answered:
-        question = str(job.params.get("question") or "").strip()
+        question = typed_text(str(job.params.get("question") or ""))  # as the services read it
         if not question:
             raise _Failure("no_question", "This job holds no question to answer.")
         document_id, document = _load_document(job, sessions, embedder)
@@ -171,6 +173,7 @@ def run_answer(
             fact_embedder=embedder,
         )
         seconds = round(time.perf_counter() - started, 3)
+        result = replace(result, stats={**result.stats, **planted_stats(document)})
         return _Answered(document_id, model.name, question, result, seconds)
 
     def save(session: Session, done: _Answered) -> _Saved:
@@ -344,6 +347,13 @@ def _load_document(
                 f"Document {document.id} is {document.status.value}, not ready; ingest it first.",
             )
         return document.id, document_input(session, document, vectors)
+
+
+def planted_stats(document: DocumentInput) -> dict[str, int]:
+    """The count of instruction-like stretches left out of the document's text (pipelines.planted),
+    for the stats of what was made from it; nothing when there were none."""
+    count = document.num_instruction_spans
+    return {"num_instruction_spans_left_out": count} if count else {}
 
 
 def _build_model(model_factory: ModelFactory) -> ChatModel:

@@ -11,13 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from app.db.models import Job, JobKind, JobStatus
 from app.db.session import make_engine, session_factory
-from app.services import jobs
+from app.services import collections, documents, jobs
 from app.settings import get_settings
+from tests.app.new_documents import new_document
 from tests.pipelines.contract_pdf import contract_pdf
 from tests.pipelines.echo_model import EchoModel, count_words
 from worker.cli import cli
@@ -196,3 +197,26 @@ def test_summarize_prints_the_lead_from_the_key_facts_before_the_models_summary(
     assert output.index("Key passages") < lead < output.index("Summary by the model")
     assert "Governing law: Vermont. [p. 3]" in output[lead:]
     assert "Parties: Quillfeather Mills LLC; Borrowdale Instruments Inc." in output[lead:]
+
+
+def test_ask_and_search_refuse_invisible_and_over_long_text_with_the_sentence(
+    sessions, tmp_path
+) -> None:
+    # The services refuse them (app/services/questions.py) before any job exists.
+    with sessions() as session:
+        document = documents.store_document(session=session, new=new_document())
+        collections.create_collection(session=session, name="Leases")
+        session.commit()
+        document_id = document.id
+    for args in (
+        ["ask", str(document_id), "\u200b\u200b\u2060"],
+        ["ask", "--collection", "Leases", "\u200b\u200b"],
+    ):
+        result = cli_runner.invoke(cli, args)
+        assert result.exit_code == 1 and "The question is empty" in result.output, result.output
+    result = cli_runner.invoke(cli, ["ask", str(document_id), "Which law? " * 300])
+    assert result.exit_code == 1 and "at most 2,000" in " ".join(result.output.split())
+    result = cli_runner.invoke(cli, ["search", "consent " * 100])
+    assert result.exit_code == 1 and "at most 500" in " ".join(result.output.split())
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Job)) == 0
