@@ -133,12 +133,19 @@ def _enum(cls: type[enum.StrEnum], name: str) -> Enum:
     )
 
 
+# Every table with an `id`: SQLite gives an id once only (AUTOINCREMENT; migration 0012), never
+# the id of a deleted row, which a task still running for that row would write to.
+# PostgreSQL's sequences never go back anyway.
+_NEVER_REUSED = {"sqlite_autoincrement": True}
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
 class Document(Base):
     __tablename__ = "documents"
+    __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     content_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)  # sha256 hex
@@ -177,6 +184,7 @@ class Page(Base):
     __table_args__ = (
         UniqueConstraint("document_id", "number"),
         CheckConstraint("number >= 1", name="number_positive"),
+        _NEVER_REUSED,
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -195,6 +203,7 @@ class Redaction(Base):
     is (PDF points, origin bottom left) and how many characters it hides. Never the text."""
 
     __tablename__ = "redactions"
+    __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     document_id: Mapped[int] = mapped_column(
@@ -214,6 +223,7 @@ class Passage(Base):
         UniqueConstraint("document_id", "ordinal"),
         CheckConstraint("first_page <= last_page", name="page_range"),
         CheckConstraint("start_char <= end_char", name="char_range"),
+        _NEVER_REUSED,
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -241,6 +251,7 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         CheckConstraint("progress_done >= 0 AND progress_total >= 0", name="progress_counts"),
+        _NEVER_REUSED,
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -274,6 +285,7 @@ class Job(Base):
 
 class Summary(Base):
     __tablename__ = "summaries"
+    __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     document_id: Mapped[int] = mapped_column(
@@ -310,6 +322,7 @@ class Summary(Base):
 
 class Answer(Base):
     __tablename__ = "answers"
+    __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     document_id: Mapped[int] = mapped_column(
@@ -351,6 +364,7 @@ class Fact(Base):
     __table_args__ = (
         UniqueConstraint("document_id", "field"),
         CheckConstraint("confidence >= 0 AND confidence <= 1", name="confidence_range"),
+        _NEVER_REUSED,
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -386,6 +400,7 @@ class Collection(Base):
     from its collections (both by the link table's ON DELETE CASCADE)."""
 
     __tablename__ = "collections"
+    __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -417,6 +432,7 @@ class CollectionAnswer(Base):
     """
 
     __tablename__ = "collection_answers"
+    __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     collection_id: Mapped[int] = mapped_column(

@@ -62,7 +62,8 @@ def rename_collection(*, session: Session, collection_id: int, name: str) -> Col
 
 
 def delete_collection(*, session: Session, collection_id: int) -> bool:
-    """Delete the collection, its links, answers and question jobs; its documents stay."""
+    """Delete the collection, its links, answers and question jobs; its documents stay. A
+    question job still running stops at its next check and saves nothing (worker/jobs/run_claim.py)."""
     collection = session.get(Collection, collection_id)
     if collection is None:
         return False

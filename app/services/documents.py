@@ -256,6 +256,10 @@ def delete_document(*, session: Session, document_id: int, files_dir: Path) -> b
 
     Its stored file is removed too when it lies inside `files_dir` (a path elsewhere is never
     touched). Flushes; the caller commits. False when there is no such document.
+
+    A task still running one of its jobs stops using the model at its next check once this is
+    committed and saves nothing (worker/jobs/run_claim.py); ids are never given again
+    (migration 0012), so no later document or job can receive what it was computing.
     """
     document = session.get(Document, document_id)
     if document is None:

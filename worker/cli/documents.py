@@ -1,5 +1,6 @@
-"""`longdoc docs` and `longdoc show ID`: the stored documents, and one of them with its pages
-and passages. Only `show` prints document text: the user asked for it."""
+"""`longdoc docs`, `longdoc show ID` and `longdoc delete ID`: the stored documents, one of them
+with its pages and passages, and deleting one. Only `show` prints document text: the user
+asked for it."""
 
 from collections.abc import Sequence
 from typing import Annotated
@@ -12,7 +13,13 @@ from app.db.models import Document, DocumentKind, DocumentStatus
 from app.display import display_name, terminal_text
 from app.errors import NotFound
 from app.services import documents
-from worker.cli.common import console, exit_on_error, load_settings, open_session
+from worker.cli.common import (
+    console,
+    error_console,
+    exit_on_error,
+    load_settings,
+    open_session,
+)
 from worker.cli.sources import page_title, print_redactions, source_fields
 
 commands = typer.Typer()
@@ -135,3 +142,35 @@ def show_command(
             f"Document {document_id}: printed {len(page_rows)} page(s) and "
             f"{len(passage_rows)} passage(s){scope}."
         )
+
+
+@commands.command("delete")
+def delete_command(
+    document_id: Annotated[int, typer.Argument(help="The document's id (see `longdoc docs`).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+) -> None:
+    """Delete a document with its pages, passages, summaries, answers, key facts, jobs and stored
+    file, as the web page's Delete does; its running jobs stop. Asks first, unless --yes."""
+    missing = f"There is no document with id {document_id}; see `longdoc docs`."
+    with exit_on_error():
+        settings = load_settings()
+        with open_session(settings) as session:
+            document = documents.get_document(session=session, document_id=document_id)
+            if document is None:
+                raise NotFound(missing)
+            name = display_name(document.title or document.file_name)
+        # Asked with no transaction open: a person may take their time to answer.
+        if not yes and not typer.confirm(
+            f"Delete document {document_id} ({name}) with its pages, passages, summaries, "
+            "answers, key facts and stored file? This cannot be undone.",
+            default=False,
+        ):
+            error_console.print("Nothing was deleted.")
+            raise typer.Exit(1)
+        with open_session(settings) as session:
+            if not documents.delete_document(
+                session=session, document_id=document_id, files_dir=settings.files_dir
+            ):
+                raise NotFound(missing)
+            session.commit()
+        console.print(f"Deleted document {document_id} ({escape(name)}).")

@@ -66,7 +66,7 @@ def run_collection_answer(
         each = job.params.get("each")
         is_table = asks_every_document(question) if each is None else bool(each)
         started = time.perf_counter()
-        model = runner._build_model(model_factory)
+        model = runner._build_model(model_factory, sessions, job)
         progress = runner._Throttled(sessions, job_id, "answering")
         if is_table:
             sources = _load_sources(sessions, job_id, collection_id, None, embedder, True)

@@ -72,7 +72,7 @@ def run_facts(
 
     def compute(job: Job) -> _Extracted:
         document_id, document = runner._load_document(job, sessions)
-        model = runner._build_model(model_factory)
+        model = runner._build_model(model_factory, sessions, job)
         runner._progress(sessions, job_id, STAGE, 0, 0)
         started = time.perf_counter()
         result = extract_facts(document, model, on_progress=_FieldProgress(sessions, job_id))

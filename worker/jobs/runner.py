@@ -40,6 +40,7 @@ from pipelines.retrieval.evidence import Evidence
 from pipelines.retrieval.hybrid import index_for
 from pipelines.summary.key_passages import key_passages
 from pipelines.summary.summarize import SummaryResult, summarize
+from worker.jobs import run_claim
 from worker.jobs.document_inputs import document_input
 from worker.jobs.known_facts import known_facts, lead_rows
 from worker.jobs.progress import STAGE_WRITING, JobGone, SummaryWriting, ThrottledProgress
@@ -96,7 +97,7 @@ def run_summary(
         started = time.perf_counter()
         key = key_passages(document.pages, document.passages, embedder=embedder)
         key_seconds = round(time.perf_counter() - started, 3)
-        model = _build_model(model_factory)
+        model = _build_model(model_factory, sessions, job)
         _progress(sessions, job_id, "summarizing", 0, 0)
         started = time.perf_counter()
         result = summarize(
@@ -158,7 +159,7 @@ def run_answer(
         if not question:
             raise _Failure("no_question", "This job holds no question to answer.")
         document_id, document = _load_document(job, sessions, embedder)
-        model = _build_model(model_factory)
+        model = _build_model(model_factory, sessions, job)
         _progress(sessions, job_id, "answering", 0, 0)
         started = time.perf_counter()
         result = answer_question(
@@ -252,20 +253,42 @@ def _run_model_job(
     is_saved: Callable[..., object] | None = None,
 ) -> RunOutcome:
     """What every model job does: begin (or skip a job done before), `compute` outside any
-    transaction, then `save` the result and finish the job in one commit. A failure of
+    transaction, then `save` the result and finish the job in one commit, only while the run's
+    claim holds (worker/jobs/run_claim.py: job and document or collection still there, the
+    same; otherwise the result is discarded). `compute` builds its model with _build_model,
+    which stops the model's calls once the job is gone. A failure of
     `compute` becomes the job's sentence (_failure); a database error while saving propagates,
     for Celery to run the task again. `is_saved(session=, job_id=)`: whether an earlier delivery
     saved the result (default: the kind's, _SAVED_FOR_JOB)."""
     job = _begin_model_job(job_id, kind, sessions, task_id, is_saved or _SAVED_FOR_JOB[kind])
     if isinstance(job, RunOutcome):
         return job
+    claim = run_claim.claim_of(sessions, job)
     try:
         result = compute(job)
     except _JobGone:
+        logger.info(
+            "%s job %s stopped: its job or document was deleted, or another run took the job "
+            "over, while it ran",
+            what,
+            job_id,
+        )
         return RunOutcome(job_id, MISSING)
     except Exception as error:
         return _fail_from(error, job_id, sessions, what)
     with sessions() as session:
+        # In the saving transaction: a result is never saved for a job or document that was
+        # deleted (or a job another run took over) while this run computed it.
+        if not run_claim.holds(session, claim):
+            is_gone = session.get(Job, job_id) is None
+            session.rollback()
+            logger.info(
+                "%s job %s: result discarded, its job or document was deleted, or another run "
+                "took the job over, while it ran",
+                what,
+                job_id,
+            )
+            return RunOutcome(job_id, MISSING if is_gone else SKIPPED)
         saved = save(session, result)
         _finish(session, job_id, saved.stats)
         session.commit()
@@ -356,11 +379,17 @@ def planted_stats(document: DocumentInput) -> dict[str, int]:
     return {"num_instruction_spans_left_out": count} if count else {}
 
 
-def _build_model(model_factory: ModelFactory) -> ChatModel:
+def _build_model(
+    model_factory: ModelFactory, sessions: sessionmaker[Session], job: Job
+) -> ChatModel:
+    """The job's model: it raises JobGone, and its engine requests are aborted, at its next
+    check once the job row is gone (its document or collection deleted) or taken over."""
     try:
-        return model_factory()
+        model = model_factory()
     except EngineError as error:
         raise _Failure("model_unavailable", f"The model could not be loaded: {error}") from None
+    claim = run_claim.Claim(job.id, job.started_at)  # is_current reads the job row only
+    return run_claim.StopWhenGone(model, lambda: run_claim.is_current(sessions, claim))
 
 
 def _finish(session: Session, job_id: int, stats: dict, *, document_id: int | None = None) -> None:

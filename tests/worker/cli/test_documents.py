@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from app import migrate
-from app.db.models import DocumentKind
+from app.db.models import DocumentKind, JobKind
 from app.db.session import make_engine, session_factory
-from app.services import documents
+from app.services import documents, jobs
 from app.services.documents import NewDocument, NewPage, NewPassage
 from app.settings import get_settings
 from worker.cli import cli
@@ -145,3 +145,79 @@ def test_unreachable_database_is_one_sentence_without_the_password(
         )
         assert "s3cret" not in result.output
         assert "Traceback" not in result.output
+
+
+def _store_with_file_and_job() -> tuple[int, int, Path]:
+    """A document with its stored file and a summary job, as an upload leaves them."""
+    settings = get_settings()
+    data = b"%PDF-1.4 contract"
+    content_hash = hashlib.sha256(data).hexdigest()
+    stored = documents.store_file(
+        files_dir=settings.files_dir, content_hash=content_hash, data=data
+    )
+    engine = make_engine(settings.database_url)
+    try:
+        with session_factory(engine)() as session:
+            document = documents.store_document(
+                session=session,
+                new=NewDocument(
+                    content_hash=content_hash,
+                    file_name="contract.pdf",
+                    kind=DocumentKind.LEGAL,
+                    num_tokens=9,
+                    title="Supply contract",
+                    pages=(NewPage(1, PAGE_TEXT[0]),),
+                    passages=(NewPassage(0, 1, 1, 0, 32, PAGE_TEXT[0], 9),),
+                    stored_path=str(stored.relative_to(settings.files_dir)),
+                ),
+            )
+            job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document.id)
+            session.commit()
+            return document.id, job.id, stored
+    finally:
+        engine.dispose()
+
+
+def _exists(document_id: int, job_id: int) -> tuple[bool, bool]:
+    engine = make_engine(get_settings().database_url)
+    try:
+        with session_factory(engine)() as session:
+            return (
+                documents.get_document(session=session, document_id=document_id) is not None,
+                jobs.get_job(session=session, job_id=job_id) is not None,
+            )
+    finally:
+        engine.dispose()
+
+
+def test_delete_asks_first_and_removes_the_document_its_jobs_and_its_file() -> None:
+    runner.invoke(cli, ["db", "upgrade"])
+    document_id, job_id, stored = _store_with_file_and_job()
+
+    declined = runner.invoke(cli, ["delete", str(document_id)], input="n\n")
+    assert declined.exit_code == 1
+    assert f"Delete document {document_id} (Supply contract)" in declined.output
+    assert "Nothing was deleted." in declined.output
+    assert _exists(document_id, job_id) == (True, True) and stored.exists()
+
+    accepted = runner.invoke(cli, ["delete", str(document_id)], input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert f"Deleted document {document_id} (Supply contract)." in accepted.output
+    assert _exists(document_id, job_id) == (False, False)
+    assert not stored.exists()
+    assert PAGE_TEXT[0] not in declined.output + accepted.output
+
+
+def test_delete_with_yes_asks_nothing_and_an_unknown_id_is_one_sentence() -> None:
+    runner.invoke(cli, ["db", "upgrade"])
+    document_id, job_id, _ = _store_with_file_and_job()
+
+    result = runner.invoke(cli, ["delete", str(document_id), "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "Delete document" not in result.output  # no question
+    assert _exists(document_id, job_id) == (False, False)
+
+    again = runner.invoke(cli, ["delete", str(document_id), "--yes"])
+    assert again.exit_code == 1
+    assert f"There is no document with id {document_id}; see `longdoc docs`." in again.output
+    assert "Traceback" not in again.output
