@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import InvalidSettings
@@ -134,6 +134,27 @@ class Settings(BaseSettings):
     max_question_chars: int = Field(default=MAX_QUESTION_CHARS, gt=0)
     max_search_chars: int = Field(default=MAX_SEARCH_CHARS, gt=0)
 
+    # --- Your own model server (worker/model/openai_client.py) ---
+    # An OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, `transformers serve`) that
+    # writes every summary, answer and key fact instead of our engine; "" means our engine.
+    # Example: http://gpu-box:8000/v1. llm_model: the model's name on that server ("" takes the
+    # first one it lists). The key is never logged nor shown; llm_api_key_file is read instead
+    # when the key is not set (a mounted secret).
+    llm_base_url: str = Field(default="", pattern=r"^(|https?://\S+)$")
+    llm_model: str = ""
+    llm_api_key: SecretStr | None = None
+    llm_api_key_file: Path | None = None
+    # The context length when the server's /v1/models does not give one (vLLM's max_model_len).
+    llm_context_tokens: int = Field(default=8192, gt=0)
+    # Requests sent at once (the server batches them), over every task of a worker process.
+    llm_concurrency: int = Field(default=8, gt=0)
+    # Longest one request may take; a busy server (429, 5xx) is retried this many times, with
+    # exponential backoff and jitter from llm_backoff_s up to llm_backoff_max_s.
+    llm_timeout_s: float = Field(default=600.0, gt=0)
+    llm_max_retries: int = Field(default=4, ge=0)
+    llm_backoff_s: float = Field(default=1.0, ge=0)
+    llm_backoff_max_s: float = Field(default=30.0, ge=0)
+
     # --- The web UI (ui/) ---
     # "" leaves the UI open (fine on one's own machine); production refuses "". Make a hash with
     # `python -m ui.auth`: "pbkdf2_sha256$<iterations>$<salt>$<hash>", never the password itself.
@@ -181,6 +202,26 @@ class Settings(BaseSettings):
     @property
     def is_production(self) -> bool:
         return self.environment == "production"
+
+    @property
+    def uses_model_server(self) -> bool:
+        """Whether an OpenAI-compatible server writes instead of our engine."""
+        return bool(self.llm_base_url)
+
+    def llm_key(self) -> str | None:
+        """The model server's API key: llm_api_key, else the first line of llm_api_key_file."""
+        if self.llm_api_key is not None and self.llm_api_key.get_secret_value():
+            return self.llm_api_key.get_secret_value()
+        if self.llm_api_key_file is not None:
+            try:
+                text = Path(self.llm_api_key_file).expanduser().read_text(encoding="utf-8")
+            except OSError as error:
+                raise InvalidSettings(
+                    f"The model server's key file {self.llm_api_key_file} cannot be read "
+                    f"({error.strerror or type(error).__name__})."
+                ) from None
+            return text.strip() or None
+        return None
 
     @property
     def is_embedded_broker(self) -> bool:

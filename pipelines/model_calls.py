@@ -130,5 +130,7 @@ class CallLog:
         total["peak_memory_bytes"] = max(peaks) if peaks else None
         total["fallbacks"] = [f for call in self.calls for f in call.get("fallbacks") or ()]
         total["finish_reasons"] = [call.get("finish_reason") for call in self.calls]
+        # Texts the token limit cut short (the model would have written on): told, not hidden.
+        total["num_cut_by_length"] = total["finish_reasons"].count("length")
         total["calls"] = [dict(call) for call in self.calls]
         return total

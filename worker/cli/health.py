@@ -1,5 +1,6 @@
 """`longdoc health`: the database, the broker and a worker's heartbeat, each in a sentence;
-exit status 1 when one fails (the compose services' healthchecks run it)."""
+with LONGDOC_LLM_BASE_URL set, the model server and its model too; exit status 1 when one
+fails (the compose services' healthchecks run it)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from app.health import check_all
+from app.errors import AppError
+from app.health import Check, check_all
+from app.settings import Settings
 from worker.cli.common import console, error_console, exit_on_error, load_settings
+from worker.model.openai_client import ServerConfig, check_server
 
 commands = typer.Typer()
 
@@ -25,7 +29,10 @@ def health(
 ) -> None:
     """Check that LongDoc can work: database, broker, and a worker answering a ping."""
     with exit_on_error():
-        checks = check_all(load_settings(), worker=worker, here_only=here)
+        settings = load_settings()
+        checks = check_all(settings, worker=worker, here_only=here)
+        if settings.uses_model_server:
+            checks.append(check_model_server(settings))
     for check in checks:
         mark = "[green]ok[/green]" if check.is_ok else "[red]failed[/red]"
         (console if check.is_ok else error_console).print(
@@ -37,3 +44,14 @@ def health(
         error_console.print(f"LongDoc is not healthy: the {names} check failed.")
         raise typer.Exit(1)
     console.print("LongDoc is healthy.")
+
+
+def check_model_server(settings: Settings) -> Check:
+    """Does the model server of LONGDOC_LLM_BASE_URL answer, with LONGDOC_LLM_MODEL among its
+    models (the key is sent, never shown)."""
+    try:
+        config = ServerConfig.from_settings(settings)
+    except AppError as error:  # an unreadable key file
+        return Check("model server", False, error.sentence)
+    is_ok, sentence = check_server(config)
+    return Check("model server", is_ok, sentence)

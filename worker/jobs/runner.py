@@ -46,6 +46,7 @@ from worker.jobs.known_facts import known_facts, lead_rows
 from worker.jobs.progress import STAGE_WRITING, JobGone, SummaryWriting, ThrottledProgress
 from worker.jobs.progress import record_progress as _progress
 from worker.jobs.result_rows import quote_rows, sentence_rows
+from worker.model.openai_client import ModelServerError
 from worker.model.vector_store import ensure_vectors
 
 logger = logging.getLogger(__name__)
@@ -388,6 +389,8 @@ def _build_model(
         model = model_factory()
     except EngineError as error:
         raise _Failure("model_unavailable", f"The model could not be loaded: {error}") from None
+    except ModelServerError as error:
+        raise _Failure(error.code, error.sentence) from None
     claim = run_claim.Claim(job.id, job.started_at)  # is_current reads the job row only
     return run_claim.StopWhenGone(model, lambda: run_claim.is_current(sessions, claim))
 
@@ -421,6 +424,9 @@ def _failure(
     if isinstance(error, EngineError):
         # Engine sentences talk about tokens and memory, never about the text.
         return _engine_code(error), str(error)
+    if isinstance(error, ModelServerError):
+        # The model server's faults (down, the key, busy, a bad reply): host and status only.
+        return error.code, error.sentence
     if isinstance(error, SoftTimeLimitExceeded):
         return "timed_out", _TIMED_OUT.format(limit=what)
     if is_lock_error(error):

@@ -22,6 +22,7 @@ from app.settings import Settings
 from engine import EngineConfig, LLMEngine, SamplingParams
 from worker.model.adapter import PRIORITY_BATCH, EngineChatModel
 from worker.model.kernel_build import put_ninja_on_path
+from worker.model.openai_client import OpenAIChatModel, ServerConfig
 from worker.model.source import resolve_model_path
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,10 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _model: EngineChatModel | None = None
 _built_in_pid: int | None = None
+# With LONGDOC_LLM_BASE_URL set, an OpenAI-compatible server writes instead of the engine: one
+# client per process (its connections and request slots are shared by every task thread).
+_server: OpenAIChatModel | None = None
+_server_pid: int | None = None
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -50,10 +55,23 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 def get_chat_model(
     settings: Settings, *, priority: int = PRIORITY_BATCH, time_limit_s: float | None = None
-) -> EngineChatModel:
+) -> EngineChatModel | OpenAIChatModel:
     """This process's model, built on first use (seconds to minutes: weights, KV cache), for
-    one task: its requests get `priority` and end at the task's time limit."""
+    one task: its requests get `priority` and end at the task's time limit. With
+    LONGDOC_LLM_BASE_URL set, the model server's client instead (no engine is built)."""
+    if settings.uses_model_server:
+        return _server_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
     return _shared_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
+
+
+def _server_model(settings: Settings) -> OpenAIChatModel:
+    global _server, _server_pid
+    config = ServerConfig.from_settings(settings)
+    with _lock:
+        if _server is None or _server_pid != os.getpid() or _server.config != config:
+            _server, _server_pid = OpenAIChatModel(config), os.getpid()
+            logger.info("model server client for %s in pid %d", config.host, _server_pid)
+        return _server
 
 
 def _shared_model(settings: Settings) -> EngineChatModel:
@@ -87,6 +105,7 @@ def _shared_model(settings: Settings) -> EngineChatModel:
 
 def reset() -> None:
     """Forget any engine (a new pool child starts clean)."""
-    global _model, _built_in_pid
+    global _model, _built_in_pid, _server, _server_pid
     with _lock:
         _model, _built_in_pid = None, None
+        _server, _server_pid = None, None

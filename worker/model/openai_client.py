@@ -1,0 +1,720 @@
+"""An OpenAI-compatible model server as the pipelines' ChatModel (the LONGDOC_LLM_* settings).
+
+vLLM, SGLang, Ollama, llama.cpp's server and `transformers serve` all answer
+`POST {base}/chat/completions` (the server applies its model's chat template) and
+`GET {base}/models`. Every request streams (server-sent events), so a job's progress moves as
+the text comes. The requests of one call go together, up to `llm_concurrency` at once over the
+whole process; a question (PRIORITY_INTERACTIVE) takes the next free slot before batch work.
+
+Token counts: the server's `usage` where it gives it; before a request, without the model's
+tokenizer, a conservative estimate (a token per 3 characters: English averages about 4), so a
+prompt judged to fit does fit. The context length is the server's (`max_model_len` in
+/v1/models, as vLLM gives it), else the `llm_context_tokens` setting.
+
+Structured output: `complete_many(..., response_schema=...)` asks for JSON matching a JSON
+schema (`response_format` type json_schema, which vLLM and SGLang honour). A server that
+refuses it is asked again in plain text, for good; a reply that does not match the schema is
+asked again once, then its text is returned for the caller's own parsing.
+
+Faults, each a ModelServerError with a code and a sentence (worker/jobs/runner.py stores it on
+the job; the job can be run again): no connection ("the model server at HOST did not answer"),
+401/403 (the key), 429 and 5xx (retried with exponential backoff and jitter, bounded), a
+request past `llm_timeout_s` or the task's deadline, a malformed or empty reply. A reply cut
+by the token limit keeps finish_reason "length" in its stats, as the engine's does, and is
+logged as cut. Nothing here logs prompts, replies or the key: host, status and counts only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from celery.exceptions import SoftTimeLimitExceeded
+
+from app import metrics
+from pipelines.protocols import ProgressCallback, TokenProgressCallback
+from worker.model.adapter import PRIORITY_BATCH
+
+logger = logging.getLogger(__name__)
+
+# Characters per token assumed without a tokenizer: fewer than any common tokenizer's average
+# on English or code, so counts err high. Each chat message adds its template's few tokens.
+CHARS_PER_TOKEN = 3
+MESSAGE_OVERHEAD_TOKENS = 8
+_CONNECT_TIMEOUT_S = 10.0
+# The error text of a server that refuses response_format (400/422): its words, lowercase.
+_FORMAT_WORDS = ("response_format", "json_schema", "guided", "structured")
+
+
+class ModelServerError(Exception):
+    """A fault of the model server, as a stable code and a sentence for people."""
+
+    def __init__(self, code: str, sentence: str) -> None:
+        super().__init__(sentence)
+        self.code = code
+        self.sentence = sentence
+
+
+@dataclass(frozen=True)
+class ServerCompletion:
+    text: str
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    base_url: str
+    model: str = ""
+    api_key: str | None = None
+    context_tokens: int = 8192
+    concurrency: int = 8
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ServerConfig:
+        return cls(
+            base_url=settings.llm_base_url.rstrip("/"),
+            model=settings.llm_model,
+            api_key=settings.llm_key(),
+            context_tokens=settings.llm_context_tokens,
+            concurrency=settings.llm_concurrency,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+            backoff_s=settings.llm_backoff_s,
+            backoff_max_s=settings.llm_backoff_max_s,
+        )
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc or self.base_url
+
+    def __repr__(self) -> str:  # never the key
+        return f"ServerConfig(base_url={self.base_url!r}, model={self.model!r})"
+
+
+class _Slots:
+    """At most `size` requests at once; a waiting request of higher priority goes first."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._waiting: list[tuple[int, int]] = []  # (-priority, ticket)
+        self._tickets = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, priority: int) -> None:
+        with self._cond:
+            self._tickets += 1
+            me = (-priority, self._tickets)
+            self._waiting.append(me)
+            while self.free <= 0 or min(self._waiting) != me:
+                self._cond.wait()
+            self._waiting.remove(me)
+            self.free -= 1
+            self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            self.free += 1
+            self._cond.notify_all()
+
+
+class _Shared:
+    """What every task of a process shares for one server: the HTTP client, the slots, what was
+    learnt of the server (its model, context length, whether it takes a JSON schema)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        headers = {"Accept": "application/json"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self.http = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(
+                config.timeout_s, connect=min(_CONNECT_TIMEOUT_S, config.timeout_s)
+            ),
+            limits=httpx.Limits(max_connections=config.concurrency + 2),
+        )
+        self.slots = _Slots(config.concurrency)
+        self.lock = threading.Lock()
+        self.model: str | None = config.model or None
+        self.context_tokens: int | None = None
+        self.takes_schema = True
+
+
+class OpenAIChatModel:
+    """A `pipelines.protocols.ChatModel` over an OpenAI-compatible server (greedy decoding)."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        shared: _Shared | None = None,
+        priority: int = PRIORITY_BATCH,
+        deadline: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self._shared = shared if shared is not None else _Shared(config)
+        self.priority = priority
+        self.deadline = deadline  # time.monotonic() value, or None
+        self._sleep = sleep
+
+    def for_task(self, *, priority: int, time_limit_s: float | None) -> OpenAIChatModel:
+        deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+        return OpenAIChatModel(
+            self.config, shared=self._shared, priority=priority, deadline=deadline,
+            sleep=self._sleep,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self._shared.http.close()
+
+    # --- What the server is ---
+
+    def _learn(self) -> None:
+        """The model's name (the first listed where none is set) and its context length."""
+        shared = self._shared
+        with shared.lock:
+            if shared.model is not None and shared.context_tokens is not None:
+                return
+            listed = list_models(shared.http, self.config)
+            if shared.model is None:
+                if not listed:
+                    raise ModelServerError(
+                        "model_server_no_model",
+                        f"The model server at {self.config.host} lists no model; set "
+                        "LONGDOC_LLM_MODEL to the name of the one to use.",
+                    )
+                shared.model = str(listed[0].get("id"))
+            entry = next((m for m in listed if m.get("id") == shared.model), None)
+            length = _context_length(entry) if entry is not None else None
+            shared.context_tokens = length or self.config.context_tokens
+
+    @property
+    def max_context_tokens(self) -> int:
+        self._learn()
+        return int(self._shared.context_tokens or self.config.context_tokens)
+
+    @property
+    def name(self) -> str:
+        self._learn()
+        return str(self._shared.model)
+
+    def count_tokens(self, texts: Sequence[str], /) -> list[int]:
+        return [math.ceil(len(text) / CHARS_PER_TOKEN) for text in texts]
+
+    def count_chat_tokens(self, messages: Sequence[dict[str, str]], /) -> int:
+        contents = [m.get("content") or "" for m in messages]
+        return sum(self.count_tokens(contents)) + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+
+    # --- Writing ---
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_new_tokens: int,
+        on_progress: ProgressCallback | None = None,
+        on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ServerCompletion:
+        (completion,) = self.complete_many(
+            [messages], max_new_tokens=max_new_tokens, on_progress=on_progress,
+            on_tokens=on_tokens, response_schema=response_schema,
+        )  # fmt: skip
+        return completion
+
+    def complete_many(
+        self,
+        conversations: Sequence[Sequence[dict[str, str]]],
+        *,
+        max_new_tokens: int,
+        on_progress: ProgressCallback | None = None,
+        on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> list[ServerCompletion]:
+        """Every conversation sent at once (up to the concurrency), the results in order.
+        on_progress gets the prompt tokens of the requests answered so far (the server's
+        prefill is not seen), on_tokens the tokens written so far over all of them."""
+        if not conversations:
+            return []
+        self._learn()
+        prompts = [self.count_chat_tokens(m) for m in conversations]
+        tracker = _Tracker(prompts, len(conversations) * max_new_tokens, on_progress, on_tokens)
+        stop = threading.Event()
+
+        def one(index: int) -> ServerCompletion:
+            return self._complete_one(
+                index, conversations[index], max_new_tokens, response_schema, tracker, stop
+            )
+
+        if len(conversations) == 1:
+            return [one(0)]
+        workers = min(len(conversations), self.config.concurrency)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+            futures = [pool.submit(one, index) for index in range(len(conversations))]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                stop.set()  # the others end at their next chunk, or never start
+                for future in futures:
+                    future.cancel()
+                raise
+
+    def _complete_one(
+        self,
+        index: int,
+        messages: Sequence[dict[str, str]],
+        max_new_tokens: int,
+        schema: dict[str, Any] | None,
+        tracker: _Tracker,
+        stop: threading.Event,
+    ) -> ServerCompletion:
+        shared = self._shared
+        if stop.is_set():
+            raise ModelServerError("cancelled", "Another request of this call failed.")
+        if schema is not None and shared.takes_schema:
+            try:
+                reply = self._request(index, messages, max_new_tokens, schema, tracker, stop)
+                if _matches(reply.text, schema):
+                    return _with(reply, structured=True)
+                logger.warning("model server reply does not match the schema; asking once more")
+                tracker.restart(index)
+                reply = self._request(index, messages, max_new_tokens, schema, tracker, stop)
+                if _matches(reply.text, schema):
+                    return _with(reply, structured=True)
+                logger.warning("model server reply does not match the schema; plain text parsed")
+                return _with(reply, structured=False)
+            except _SchemaRefused:
+                shared.takes_schema = False
+                logger.info("the model server at %s takes no JSON schema", self.config.host)
+                tracker.restart(index)
+        return self._request(index, messages, max_new_tokens, None, tracker, stop)
+
+    def _request(
+        self,
+        index: int,
+        messages: Sequence[dict[str, str]],
+        max_new_tokens: int,
+        schema: dict[str, Any] | None,
+        tracker: _Tracker,
+        stop: threading.Event,
+    ) -> ServerCompletion:
+        """One request, retried while the server is busy (429, 5xx) and once when its reply is
+        malformed or empty."""
+        body: dict[str, Any] = {
+            "model": self._shared.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_new_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        busy_tries, bad_tries = 0, 0
+        while True:
+            self._check_deadline()
+            self._shared.slots.acquire(self.priority)
+            try:
+                return self._stream(index, body, tracker, stop)
+            except _Busy as busy:
+                if busy_tries >= self.config.max_retries:
+                    raise ModelServerError(
+                        "model_server_busy",
+                        f"The model server at {self.config.host} stayed busy (HTTP "
+                        f"{busy.status}) after {busy_tries + 1} tries; the job can be run again.",
+                    ) from None
+                wait = self._backoff(busy_tries, busy.retry_after)
+                busy_tries += 1
+                logger.warning(
+                    "model server at %s busy (HTTP %s); retry %d in %.1f s",
+                    self.config.host, busy.status, busy_tries, wait,
+                )  # fmt: skip
+            except _Malformed as bad:
+                if bad_tries >= 1:
+                    raise ModelServerError(
+                        "model_server_bad_reply",
+                        f"The model server at {self.config.host} gave a {bad.what} twice; "
+                        "nothing was stored from it.",
+                    ) from None
+                bad_tries += 1
+                wait = 0.0
+                logger.warning(
+                    "model server at %s gave a %s; asking once more", self.config.host, bad.what
+                )
+            finally:
+                self._shared.slots.release()
+            tracker.restart(index)
+            self._sleep_until(wait)
+
+    def _stream(
+        self, index: int, body: dict[str, Any], tracker: _Tracker, stop: threading.Event
+    ) -> ServerCompletion:
+        config = self.config
+        started = time.perf_counter()
+        first_token_at: float | None = None
+        parts: list[str] = []
+        finish_reason: str | None = None
+        usage: dict[str, Any] | None = None
+        written = 0
+        try:
+            with self._shared.http.stream(
+                "POST", f"{config.base_url}/chat/completions", json=body,
+                timeout=self._timeout(),
+            ) as response:  # fmt: skip
+                if response.status_code != 200:
+                    response.read()
+                    _raise_for_status(response, config, schema="response_format" in body)
+                for data in _events(response):
+                    if stop.is_set():
+                        raise ModelServerError("cancelled", "Another request of this call failed.")
+                    self._check_deadline()
+                    if time.perf_counter() - started > self.config.timeout_s:
+                        raise httpx.ReadTimeout("the whole request took too long")
+                    if data.get("error"):
+                        raise _Malformed("reply with an error in it")
+                    if isinstance(data.get("usage"), dict):
+                        usage = data["usage"]
+                    for choice in data.get("choices") or ():
+                        delta = choice.get("delta") or choice.get("message") or {}
+                        content = delta.get("content")
+                        if content:
+                            if first_token_at is None:
+                                first_token_at = time.perf_counter()
+                                tracker.prompt_done(index)
+                            parts.append(content)
+                            written += 1
+                            tracker.token(index)
+                        if choice.get("finish_reason"):
+                            finish_reason = str(choice["finish_reason"])
+        except httpx.ConnectError:
+            raise ModelServerError(
+                "model_server_down",
+                f"The model server at {config.host} did not answer; the job can be run again "
+                "once it is up.",
+            ) from None
+        except httpx.TimeoutException:
+            raise ModelServerError(
+                "model_server_timeout",
+                f"The model server at {config.host} did not answer within "
+                f"{self._timeout():.0f} seconds.",
+            ) from None
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            raise ModelServerError(
+                "model_server_down",
+                f"The model server at {config.host} closed the connection before it finished; "
+                "the job can be run again.",
+            ) from None
+        text = "".join(parts)
+        if finish_reason is None:
+            raise _Malformed("reply that ended before it finished")
+        if not text.strip():
+            raise _Malformed("empty reply")
+        ended = time.perf_counter()
+        stats = _stats(usage, body, written, text, started, first_token_at, ended, finish_reason)
+        if finish_reason == "length":
+            stats["cut_by_length"] = True
+            logger.warning(
+                "model server reply cut at the %d-token limit (finish_reason length)",
+                body["max_tokens"],
+            )
+        metrics.record_model_request(stats)
+        return ServerCompletion(text=text, stats=stats)
+
+    # --- Time ---
+
+    def _timeout(self) -> float:
+        timeout = self.config.timeout_s
+        if self.deadline is not None:
+            timeout = min(timeout, max(0.1, self.deadline - time.monotonic()))
+        return timeout
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise SoftTimeLimitExceeded("the model did not finish within the task's time limit")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with full jitter, at most backoff_max_s; a server's Retry-After
+        (seconds) is taken when it is within that bound."""
+        cap = min(self.config.backoff_max_s, self.config.backoff_s * 2**attempt)
+        wait = random.uniform(cap / 2, cap)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.config.backoff_max_s))
+        return wait
+
+    def _sleep_until(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        if self.deadline is not None and time.monotonic() + seconds >= self.deadline:
+            raise SoftTimeLimitExceeded("the model did not finish within the task's time limit")
+        self._sleep(seconds)
+
+
+class _Busy(Exception):
+    def __init__(self, status: int, retry_after: float | None) -> None:
+        super().__init__(status)
+        self.status, self.retry_after = status, retry_after
+
+
+class _Malformed(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class _SchemaRefused(Exception):
+    pass
+
+
+def _raise_for_status(response: httpx.Response, config: ServerConfig, *, schema: bool) -> None:
+    status = response.status_code
+    if status in (401, 403):
+        raise ModelServerError(
+            "model_server_key",
+            f"The model server at {config.host} refused the API key (HTTP {status}): set "
+            "LONGDOC_LLM_API_KEY (or LONGDOC_LLM_API_KEY_FILE) to a key it accepts.",
+        )
+    if status == 429 or status >= 500:
+        raise _Busy(status, _retry_after(response))
+    if schema and status in (400, 422):
+        words = response.text.lower()
+        if any(word in words for word in _FORMAT_WORDS):
+            raise _SchemaRefused()
+    if status == 404:
+        raise ModelServerError(
+            "model_server_no_model",
+            f"The model server at {config.host} has no chat completions for the model "
+            f"{config.model or '(its first)'} (HTTP 404): check LONGDOC_LLM_BASE_URL (it ends "
+            "in /v1) and LONGDOC_LLM_MODEL.",
+        )
+    raise ModelServerError(
+        "model_server_refused",
+        f"The model server at {config.host} refused the request (HTTP {status}).",
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+def _events(response: httpx.Response):
+    """The JSON objects of a server-sent event stream (or of a plain JSON reply, which some
+    servers send whatever `stream` says)."""
+    content_type = response.headers.get("content-type", "")
+    if "text/event-stream" not in content_type:
+        response.read()
+        try:
+            data = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise _Malformed("reply that is not JSON") from None
+        if not isinstance(data, dict):
+            raise _Malformed("reply that is not a completion")
+        yield data
+        return
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError:
+            raise _Malformed("reply that is not JSON") from None
+        if not isinstance(data, dict):
+            raise _Malformed("reply that is not a completion")
+        yield data
+
+
+def _stats(usage, body, written, text, started, first_token_at, ended, finish_reason) -> dict:
+    """The engine's per-request stats keys, from the server's usage where it gives it."""
+    prompt_estimate = sum(
+        math.ceil(len(m.get("content") or "") / CHARS_PER_TOKEN) for m in body["messages"]
+    )
+    usage = usage or {}
+    details = usage.get("prompt_tokens_details") or {}
+    prompt = usage.get("prompt_tokens")
+    decoded = usage.get("completion_tokens")
+    first = first_token_at if first_token_at is not None else ended
+    decode_tokens = int(decoded) if isinstance(decoded, int) else written
+    decode_seconds = max(0.0, ended - first)
+    return {
+        "backend": "openai",
+        "num_prompt_tokens": int(prompt) if isinstance(prompt, int) else prompt_estimate,
+        "num_cached_tokens": int(details.get("cached_tokens") or 0),
+        "num_decode_tokens": decode_tokens,
+        "tokens_counted_by": "server" if isinstance(decoded, int) else "estimate",
+        "prefill_seconds": first - started,
+        "time_to_first_token_seconds": first - started,
+        "decode_seconds": decode_seconds,
+        "decode_tokens_per_second": decode_tokens / decode_seconds if decode_seconds else None,
+        "finish_reason": finish_reason,
+    }
+
+
+def _with(reply: ServerCompletion, *, structured: bool) -> ServerCompletion:
+    return ServerCompletion(reply.text, {**reply.stats, "structured": structured})
+
+
+def _matches(text: str, schema: dict[str, Any]) -> bool:
+    """Whether `text` is JSON of the schema's type with its required properties, each of the
+    type the schema names (what a JSON-schema-guided server guarantees)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return _of_type(value, schema)
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _of_type(value: Any, schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    kinds = [kind] if isinstance(kind, str) else list(kind or [])
+    if kinds and not any(isinstance(value, _TYPES.get(k, (object,))) for k in kinds):
+        return False
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        if any(name not in value for name in schema.get("required") or ()):
+            return False
+        return all(_of_type(value[k], s) for k, s in properties.items() if k in value)
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return all(_of_type(item, schema["items"]) for item in value)
+    return True
+
+
+def _context_length(entry: dict[str, Any]) -> int | None:
+    for key in ("max_model_len", "context_length", "max_context_length", "context_window"):
+        value = entry.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def list_models(http: httpx.Client, config: ServerConfig) -> list[dict[str, Any]]:
+    """The server's `GET /models` entries, or a ModelServerError with its sentence."""
+    try:
+        response = http.get(f"{config.base_url}/models", timeout=min(30.0, config.timeout_s))
+    except httpx.ConnectError:
+        raise ModelServerError(
+            "model_server_down",
+            f"The model server at {config.host} did not answer; the job can be run again once "
+            "it is up.",
+        ) from None
+    except httpx.TimeoutException:
+        raise ModelServerError(
+            "model_server_timeout", f"The model server at {config.host} did not answer in time."
+        ) from None
+    except httpx.HTTPError as error:
+        raise ModelServerError(
+            "model_server_down",
+            f"The model server at {config.host} could not be reached ({type(error).__name__}).",
+        ) from None
+    if response.status_code != 200:
+        try:
+            _raise_for_status(response, config, schema=False)
+        except _Busy as busy:
+            raise ModelServerError(
+                "model_server_busy",
+                f"The model server at {config.host} is busy (HTTP {busy.status}).",
+            ) from None
+    try:
+        data = response.json().get("data")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        data = None
+    if not isinstance(data, list):
+        raise ModelServerError(
+            "model_server_bad_reply",
+            f"The model server at {config.host} answered /models with something that is not "
+            "a model list; check that LONGDOC_LLM_BASE_URL ends in /v1.",
+        )
+    return [entry for entry in data if isinstance(entry, dict)]
+
+
+def check_server(config: ServerConfig) -> tuple[bool, str]:
+    """For `longdoc health`: does the server answer, and does it serve the configured model."""
+    with httpx.Client(
+        headers={"Authorization": f"Bearer {config.api_key}"} if config.api_key else {},
+        timeout=httpx.Timeout(10.0),
+    ) as http:
+        try:
+            listed = list_models(http, config)
+        except ModelServerError as error:
+            return False, error.sentence
+    names = [str(entry.get("id")) for entry in listed]
+    if not names:
+        return False, f"The model server at {config.host} lists no model."
+    if config.model and config.model not in names:
+        return False, (
+            f"The model server at {config.host} does not serve {config.model!r}; it serves: "
+            f"{', '.join(names[:5])}."
+        )
+    model = config.model or names[0]
+    entry = next(e for e in listed if str(e.get("id")) == model)
+    length = _context_length(entry)
+    context = f"{length} tokens of context" if length else "context length not given"
+    return True, f"The model server at {config.host} serves {model} ({context})."
+
+
+class _Tracker:
+    """Progress over the requests of one call, from their threads."""
+
+    def __init__(self, prompts: list[int], limit: int, on_progress, on_tokens) -> None:
+        self.prompts = prompts
+        self.done = [False] * len(prompts)
+        self.written = [0] * len(prompts)
+        self.limit = limit
+        self.on_progress, self.on_tokens = on_progress, on_tokens
+        self._lock = threading.Lock()
+
+    def prompt_done(self, index: int) -> None:
+        with self._lock:
+            self.done[index] = True
+            done = sum(p for p, d in zip(self.prompts, self.done, strict=True) if d)
+        if self.on_progress is not None:
+            self.on_progress(done, sum(self.prompts))
+
+    def token(self, index: int) -> None:
+        metrics.record_generated_tokens()
+        with self._lock:
+            self.written[index] += 1
+            written = sum(self.written)
+        if self.on_tokens is not None:
+            self.on_tokens(min(written, self.limit), self.limit)
+
+    def restart(self, index: int) -> None:
+        """A request sent again: its tokens so far count no more."""
+        with self._lock:
+            self.written[index] = 0
+            self.done[index] = False
