@@ -61,9 +61,10 @@ class Settings(BaseSettings):
     ocr_dpi: int = Field(default=200, ge=72, le=600)  # pages are rendered at this for OCR
     ocr_page_timeout_s: float = Field(default=60.0, gt=0)  # past it, the page is left empty
     ocr_num_threads: int = Field(default=2, gt=0)  # onnxruntime's threads in the parse child
-    # Bad redactions (dark boxes over text still in the file, pipelines/ingest/redactions.py): found
-    # at ingest; their text is left out of the stored pages unless keep_hidden_text is set
-    # (for a reviewer who must see what the filer failed to hide).
+    # Bad redactions (dark boxes over text still in the file) and invisible text (white on white,
+    # tiny, off the page, clipped, in a hidden layer), pipelines/ingest/redactions.py: found at
+    # ingest; their text is left out of the stored pages unless keep_hidden_text is set (for a
+    # reviewer who must see what the filer failed to hide).
     redaction_check_enabled: bool = True
     keep_hidden_text: bool = False
     # The sentence-embedding model of hybrid retrieval (worker/model/embedder.py), shipped in a PyPI

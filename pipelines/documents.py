@@ -41,13 +41,25 @@ class RedactionBox:
 
 
 @dataclass(frozen=True)
+class InvisibleText:
+    """Characters on a page that a reader of the rendered page cannot see (white on white, tiny,
+    render mode 3 or 7, outside the page, clipped away, in a hidden layer): how many, never
+    what (pipelines/ingest/redactions.py)."""
+
+    page: int
+    num_chars: int
+
+
+@dataclass(frozen=True)
 class ParsedDocument:
     title: str | None
     pages: tuple[PageText, ...]
     was_encrypted: bool = False
     redactions: tuple[RedactionBox, ...] = ()
-    # Whether the characters under `redactions` were removed from the pages' text (the default).
+    # Whether the characters under `redactions`, and the invisible ones, were removed from the
+    # pages' text (the default).
     is_hidden_text_removed: bool = True
+    invisible_text: tuple[InvisibleText, ...] = ()
 
     @property
     def ocr_pages(self) -> tuple[int, ...]:

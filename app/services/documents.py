@@ -21,6 +21,8 @@ from app.db.models import (
     Document,
     DocumentKind,
     DocumentStatus,
+    Job,
+    JobKind,
     Page,
     PageSource,
     Passage,
@@ -193,6 +195,22 @@ def get_redactions(*, session: Session, document_id: int) -> list[Redaction]:
         .order_by(Redaction.page, Redaction.top.desc(), Redaction.left, Redaction.id)
     )
     return list(session.scalars(query))
+
+
+def invisible_text_of(*, session: Session, document_id: int) -> tuple[dict[int, int], bool]:
+    """Page number -> characters a reader cannot see, left out of the document's pages (kept
+    when the bool is True), from the stats of the ingest that stored it ({} before they were
+    counted, or once that job is pruned)."""
+    query = (
+        select(Job.stats)
+        .where(Job.document_id == document_id, Job.kind == JobKind.INGEST)
+        .order_by(Job.id.desc())
+    )
+    for stats in session.scalars(query):
+        if isinstance(stats, dict) and "invisible_text" in stats:
+            counts = {int(page): int(count) for page, count in stats["invisible_text"]}
+            return counts, bool(stats.get("is_hidden_text_kept"))
+    return {}, False
 
 
 def ocr_pages_of(*, session: Session, document_id: int) -> dict[int, float | None]:

@@ -1,9 +1,10 @@
-"""Sentences about where a document's text came from: OCR'd pages and bad redactions.
+"""Sentences about where a document's text came from: OCR'd pages, bad redactions and text
+a reader cannot see.
 
 One place, so the CLI, the UI and the ingest job say the same thing. No document text here.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 MAX_LISTED_PAGES = 10
 
@@ -35,6 +36,29 @@ def redaction_warning(*, pages: Sequence[int], is_hidden_text_kept: bool) -> str
     return (
         f"{sentence}. That text was left out of what LongDoc stored, so summaries, answers and "
         "search never see it; the original file still holds it."
+    )
+
+
+def invisible_text_warning(*, counts: Mapping[int, int], is_hidden_text_kept: bool) -> str | None:
+    """The warning for text a reader of the page cannot see (white on white, tiny, outside the
+    page, clipped, in a hidden layer), from page number -> characters; None if there is none."""
+    pages = sorted(page for page, count in counts.items() if count)
+    if not pages:
+        return None
+    num_chars = sum(counts[page] for page in pages)
+    where = "page" if len(pages) == 1 else "pages"
+    sentence = (
+        f"This document has {num_chars:,} character(s) of text a reader cannot see (invisible, "
+        f"tiny, off the page or in a hidden layer), on {where} {page_list(pages)}"
+    )
+    if is_hidden_text_kept:
+        return (
+            f"{sentence}. It was kept for review (LONGDOC_KEEP_HIDDEN_TEXT): summaries, answers "
+            "and search can show it."
+        )
+    return (
+        f"{sentence}. It was left out of what LongDoc stored, so summaries, answers and search "
+        "never see it; the original file still holds it."
     )
 
 

@@ -2,9 +2,13 @@
 
 Runs in the parse child (pipelines/ingest/parse_child.py), after pypdf has read every page's text:
 
-- Bad redactions (pipelines/ingest/redactions.py) are looked for on every page. On a page that has
-  one, the text is rebuilt from pdfium's characters less those under the boxes, unless
-  `keep_hidden_text` is set (for a reviewer who must see what the filer failed to hide).
+- Text a reader cannot see (pipelines/ingest/redactions.py) is looked for on every page: under
+  bad redactions, or invisible (white on white, tiny, render mode 3 or 7, off the page, clipped,
+  in a hidden layer). On a page that has any, the text is rebuilt from pdfium's characters less
+  those, unless `keep_hidden_text` is set (for a reviewer who must see what the filer failed to
+  hide). A page whose check cannot finish (too large to render, past CHECK_PAGE_TIMEOUT_S, out
+  of memory, any failure) fails closed: it is left empty and listed in `failed_pages`, and the rest of the document goes
+  on.
 - A page is OCR'd when its text layer is not usable and it holds an image: fewer than
   MIN_CHARS_PER_PAGE characters once cleaned (running headers, footers, page numbers and
   stamps that repeat removed: a scan carries at most those) and at least one image object.
@@ -12,7 +16,8 @@ Runs in the parse child (pipelines/ingest/parse_child.py), after pypdf has read 
   it also holds images. The pages keep their order, whatever their source.
 - OCR renders the page with pdfium at `ocr_dpi` and reads it (pipelines/ingest/ocr.py). Each page has
   `ocr_page_timeout_s`: past it the page is left empty and listed in `failed_pages`, and the rest
-  of the document goes on. The parent process also watches the child and kills it when a page
+  of the document goes on; so is a page too large to render within MAX_OCR_PIXELS, or whose
+  render runs out of memory. The parent process also watches the child and kills it when a page
   runs far past its limit (stuck inside onnxruntime, where the alarm cannot reach).
 """
 
@@ -24,7 +29,7 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pypdfium2
 
@@ -32,9 +37,17 @@ from pipelines.documents import OCR, TEXT_LAYER, RedactionBox
 from pipelines.errors import DocumentError
 from pipelines.ingest.pdf_text import clean_pages
 
+if TYPE_CHECKING:
+    import numpy as np
+
 logger = logging.getLogger(__name__)
 
 MIN_CHARS_PER_PAGE = 20
+# The hidden-text check of one page (about 40 ms of CPU for a page of text): past this, the
+# page is not passed but left empty.
+CHECK_PAGE_TIMEOUT_S = 30.0
+# Pixels of a page rendered for OCR (RGB, 3 bytes each): an A0 page at 200 dpi is 61 million.
+MAX_OCR_PIXELS = 100_000_000
 # Called with (pages OCR'd so far, pages to OCR) before each page and once at the end.
 OcrProgress = Callable[[int, int], None]
 
@@ -57,7 +70,11 @@ class PageSources:
     sources: list[str]
     confidences: list[float | None]
     redactions: list[RedactionBox] = field(default_factory=list)
-    failed_pages: list[int] = field(default_factory=list)  # OCR ran past its time on these
+    # Characters a reader of the rendered page cannot see, by page: left out like redactions.
+    invisible_chars: dict[int, int] = field(default_factory=dict)
+    # Pages left empty: OCR ran past its time, or the page could not be rendered or checked
+    # within its caps (the hidden-text check fails closed).
+    failed_pages: list[int] = field(default_factory=list)
 
 
 class _PageTimeout(Exception):
@@ -114,7 +131,8 @@ def read_sources(
         cleaned, _ = clean_pages(sources.raw_texts)
         short = [i for i, text in enumerate(cleaned) if len(text) < MIN_CHARS_PER_PAGE]
         del cleaned
-        to_ocr = [index for index in short if _has_images(pdf, index)]
+        unchecked = {number - 1 for number in sources.failed_pages}
+        to_ocr = [i for i in short if i not in unchecked and _has_images(pdf, i)]
         if to_ocr and options.ocr_enabled:
             _ocr_pages(pdf, to_ocr, sources, options, on_ocr_page or (lambda _done, _total: None))
     finally:
@@ -135,20 +153,56 @@ def _has_images(pdf: pypdfium2.PdfDocument, index: int) -> bool:
 def _remove_hidden_text(
     pdf: pypdfium2.PdfDocument, sources: PageSources, keep_hidden_text: bool
 ) -> None:
-    from pipelines.ingest.redactions import find_redactions
+    from pipelines.ingest.redactions import PageRedactions, find_redactions
 
     for index in range(len(sources.raw_texts)):
-        page = pdf[index]
         try:
-            found = find_redactions(page, index + 1)
-        except pypdfium2.PdfiumError:
-            logger.info("page %d: pdfium cannot read it, no redaction check", index + 1)
+            page = pdf[index]
+        except (pypdfium2.PdfiumError, MemoryError):
+            found = PageRedactions(is_unchecked=True)
+        else:
+            try:
+                with _time_limit(CHECK_PAGE_TIMEOUT_S):
+                    found = find_redactions(page, index + 1)
+            except (
+                Exception
+            ) as error:  # whatever it was (MemoryError, time): the page is not passed
+                logger.info(
+                    "page %d: hidden-text check failed (%s)", index + 1, type(error).__name__
+                )
+                found = PageRedactions(is_unchecked=True)
+            finally:
+                page.close()
+        if found.is_unchecked:
+            # Fail closed: text that could not be checked is not stored as if it were visible.
+            logger.info("page %d: hidden-text check could not finish, page left empty", index + 1)
+            if not keep_hidden_text:
+                sources.raw_texts[index] = ""
+                sources.failed_pages.append(index + 1)
             continue
-        finally:
-            page.close()
         sources.redactions.extend(found.boxes)
+        if found.num_invisible_chars:
+            sources.invisible_chars[index + 1] = found.num_invisible_chars
         if found.text_without_hidden is not None and not keep_hidden_text:
             sources.raw_texts[index] = found.text_without_hidden
+
+
+def _rendered(page: pypdfium2.PdfPage, dpi: int, number: int) -> np.ndarray:
+    """The page at `dpi` for OCR; _PageUnreadable when it is past MAX_OCR_PIXELS or the render
+    runs out of memory: that page is left empty, the rest of the document goes on."""
+    from pipelines.ingest.pdf_render import render_page
+    from pipelines.ingest.redactions import PageTooLargeError, check_render_size
+
+    try:
+        check_render_size(page, dpi, MAX_OCR_PIXELS)
+        return render_page(page, dpi=dpi)
+    except PageTooLargeError:
+        logger.info("page %d: too large to render for OCR, left empty", number)
+    except MemoryError:
+        logger.info("page %d: rendering for OCR ran out of memory, left empty", number)
+    except pypdfium2.PdfiumError:
+        logger.info("page %d: pdfium cannot render it, left empty", number)
+    raise _PageUnreadable
 
 
 def _ocr_pages(
@@ -159,7 +213,6 @@ def _ocr_pages(
     on_ocr_page: OcrProgress,
 ) -> None:
     from pipelines.ingest.ocr import PageReader
-    from pipelines.ingest.pdf_render import render_page
 
     reader = _checked(lambda: PageReader(num_threads=options.ocr_num_threads), None)
     for done, index in enumerate(to_ocr):
@@ -167,10 +220,9 @@ def _ocr_pages(
         page = pdf[index]
         try:
             with _time_limit(options.ocr_page_timeout_s):
-                reading = _checked(
-                    lambda page=page: reader.read(render_page(page, dpi=options.ocr_dpi)),
-                    index + 1,
-                )
+                pixels = _rendered(page, options.ocr_dpi, index + 1)
+                reading = _checked(lambda pixels=pixels: reader.read(pixels), index + 1)
+                del pixels
         except _PageTimeout:
             logger.info(
                 "page %d: OCR past %.0f s, left empty", index + 1, options.ocr_page_timeout_s

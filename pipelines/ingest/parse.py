@@ -12,8 +12,9 @@ memory cap, never receives more than it can hold. pypdf's own safety limits (Lim
 are refused as TooComplexError, not as a damaged file.
 
 Inside the child, after pypdf, each page's source is decided (pipelines/ingest/page_sources.py): pages
-without a usable text layer that hold an image are OCR'd, and text hidden under bad redactions
-is removed. OCR'd text is cleaned with the rest, so stamps and page numbers that repeat go.
+without a usable text layer that hold an image are OCR'd, and text hidden under bad redactions,
+or invisible on the rendered page, is removed. OCR'd text is cleaned with the rest, so stamps
+and page numbers that repeat go.
 
 No text from a document is logged: pypdf's own logging and warnings are silenced while it reads.
 

@@ -7,12 +7,14 @@ libraries it loads first, plus max_memory_mb), parses
 with pipelines.ingest.pdf_read's `parse_in_child` and writes JSON lines on stdout: progress lines while it
 OCRs ({"ocr": [done, total]}), then one reply (the pages, or an error code and sentence). Its
 stderr goes to a temporary file, read only for markers of a memory failure (it may quote the
-document, so it is never logged).
+document, so it is never logged). A child killed by a signal that native code's allocators
+raise when they run out of memory (_MEMORY_SIGNALS) is refused for memory, not as damaged.
 
-Time: the parent allows `timeout_s` until the first OCR page starts and after the last one ends,
-and `ocr_page_timeout_s` plus OCR_PAGE_GRACE_S for each OCR page in between (the child stops a
-page itself at `ocr_page_timeout_s` when it can; the grace covers a page stuck in native code).
-Past that it kills the child and raises ParseTimeoutError.
+Time: the parent allows `timeout_s`, plus CHECK_PAGE_S for each page the hidden-text check will
+render (the child says how many: {"check": pages}), until the first OCR page starts and after
+the last one ends, and `ocr_page_timeout_s` plus OCR_PAGE_GRACE_S for each OCR page in between
+(the child stops a page itself at `ocr_page_timeout_s` when it can; the grace covers a page stuck
+in native code). Past that it kills the child and raises ParseTimeoutError.
 """
 
 from __future__ import annotations
@@ -38,9 +40,18 @@ from pipelines.ingest.pdf_read import parse_in_child
 logger = logging.getLogger(__name__)
 
 OCR_PAGE_GRACE_S = 15.0
+# Time added to `timeout_s` for each page the hidden-text check renders (about 40 ms of CPU a
+# page; the rest is room for a busy host).
+CHECK_PAGE_S = 0.1
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _ERRORS_BY_CODE = {cls.code: cls for cls in (DocumentError, *DocumentError.__subclasses__())}
 _MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"bad_alloc", b"std::bad_alloc")
+# How a child under its address-space cap dies when native code runs out of memory: killed
+# (SIGKILL), or pdfium's allocator giving up (abort, or a trap instruction: SIGTRAP, SIGILL),
+# silently. A damaged file that pdfium cannot read gives an error, not a crash.
+_MEMORY_SIGNALS = frozenset(
+    -sig for sig in (signal.SIGKILL, signal.SIGABRT, signal.SIGTRAP, signal.SIGILL)
+)
 
 
 def run_child(
@@ -78,7 +89,7 @@ def run_child(
         stderr.seek(0)
         tail = stderr.read()
     logger.warning("parse child died: rc=%s stderr_bytes=%d", returncode, len(tail))
-    if returncode == -signal.SIGKILL or any(marker in tail for marker in _MEMORY_MARKERS):
+    if returncode in _MEMORY_SIGNALS or any(marker in tail for marker in _MEMORY_MARKERS):
         raise memory_error(limits)
     raise DamagedPdfError(DAMAGED)
 
@@ -105,6 +116,10 @@ def _read_replies(
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 message = _decode(line)
+                if message is not None and "check" in message:
+                    # The hidden-text check renders every page: it gets time for each.
+                    deadline += CHECK_PAGE_S * max(int(message["check"]), 0)
+                    continue
                 if message is None or "ocr" not in message:
                     return message
                 done, total = message["ocr"]
@@ -186,8 +201,14 @@ def child_main() -> int:
         reply_stream.write(json.dumps({"ocr": [done, total]}).encode() + b"\n")
         reply_stream.flush()
 
+    def on_check(num_pages: int) -> None:
+        reply_stream.write(json.dumps({"check": num_pages}).encode() + b"\n")
+        reply_stream.flush()
+
     try:
-        reply = parse_in_child(Path(request["path"]), request["password"], limits, on_ocr_page)
+        reply = parse_in_child(
+            Path(request["path"]), request["password"], limits, on_ocr_page, on_check
+        )
         encoded = json.dumps(reply, ensure_ascii=False).encode("utf-8", "replace")
     except DocumentError as error:
         encoded = _error_reply(error)

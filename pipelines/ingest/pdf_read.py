@@ -11,6 +11,7 @@ outcome across the process boundary as JSON-ready data.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, LimitReachedError
 
-from pipelines.documents import PageText, ParsedDocument, RedactionBox
+from pipelines.documents import InvisibleText, PageText, ParsedDocument, RedactionBox
 from pipelines.errors import (
     DamagedPdfError,
     DocumentError,
@@ -55,11 +56,16 @@ class ParseOutcome:
 
 
 def read_pdf(
-    path: Path, password: str | None, limits: ParseLimits, on_ocr_page: OcrProgress | None = None
+    path: Path,
+    password: str | None,
+    limits: ParseLimits,
+    on_ocr_page: OcrProgress | None = None,
+    on_check: Callable[[int], None] | None = None,
 ) -> ParseOutcome:
+    """`on_check(num_pages)` is called before the hidden-text check looks at the pages."""
     try:
         with quiet_pypdf():
-            return _read(path, password, limits, on_ocr_page)
+            return _read(path, password, limits, on_ocr_page, on_check)
     except DocumentError:
         raise
     except MemoryError:
@@ -74,7 +80,11 @@ def read_pdf(
 
 
 def _read(
-    path: Path, password: str | None, limits: ParseLimits, on_ocr_page: OcrProgress | None
+    path: Path,
+    password: str | None,
+    limits: ParseLimits,
+    on_ocr_page: OcrProgress | None,
+    on_check: Callable[[int], None] | None,
 ) -> ParseOutcome:
     reader = PdfReader(path, strict=False)
     was_encrypted = reader.is_encrypted
@@ -91,6 +101,8 @@ def _read(
         max_page_chars=limits.max_page_chars, max_document_chars=limits.max_document_chars
     )
     raw_texts, failed_pages = extract_page_texts(reader, budget)
+    if on_check is not None and limits.sources.check_redactions:
+        on_check(num_pages)
     sources = read_sources(path, opened_with, raw_texts, limits.sources, on_ocr_page)
     del raw_texts
     texts, num_furniture_lines = clean_pages(sources.raw_texts)
@@ -118,6 +130,9 @@ def _read(
         was_encrypted=was_encrypted,
         redactions=tuple(sources.redactions),
         is_hidden_text_removed=not limits.sources.keep_hidden_text,
+        invisible_text=tuple(
+            InvisibleText(page, count) for page, count in sorted(sources.invisible_chars.items())
+        ),
     )
     return ParseOutcome(document, tuple(failed_pages), num_furniture_lines)
 
@@ -158,10 +173,14 @@ def _decrypt(reader: PdfReader, password: str | None) -> str | None:
 
 
 def parse_in_child(
-    path: Path, password: str | None, limits: ParseLimits, on_ocr_page: OcrProgress
+    path: Path,
+    password: str | None,
+    limits: ParseLimits,
+    on_ocr_page: OcrProgress,
+    on_check: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """The child's side: parse and return the reply as JSON-ready data (see `outcome_of`)."""
-    outcome = read_pdf(path, password, limits, on_ocr_page)
+    outcome = read_pdf(path, password, limits, on_ocr_page, on_check)
     document = outcome.document
     return {
         "title": document.title,
@@ -169,6 +188,7 @@ def parse_in_child(
         "was_encrypted": document.was_encrypted,
         "redactions": [list(vars(box).values()) for box in document.redactions],
         "is_hidden_text_removed": document.is_hidden_text_removed,
+        "invisible_text": [[item.page, item.num_chars] for item in document.invisible_text],
         "failed_pages": list(outcome.failed_pages),
         "num_furniture_lines": outcome.num_furniture_lines,
     }
@@ -186,5 +206,6 @@ def outcome_of(reply: dict[str, Any]) -> ParseOutcome:
         reply["was_encrypted"],
         redactions=tuple(RedactionBox(*fields) for fields in reply["redactions"]),
         is_hidden_text_removed=reply["is_hidden_text_removed"],
+        invisible_text=tuple(InvisibleText(*fields) for fields in reply["invisible_text"]),
     )
     return ParseOutcome(document, tuple(reply["failed_pages"]), reply["num_furniture_lines"])

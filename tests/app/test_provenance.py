@@ -4,7 +4,13 @@ from datetime import UTC, datetime
 
 from app.services.ingest_counts import ingest_counts
 from app.services.monitoring import JobRecord
-from app.services.provenance import ocr_notice, page_list, redaction_warning, source_label
+from app.services.provenance import (
+    invisible_text_warning,
+    ocr_notice,
+    page_list,
+    redaction_warning,
+    source_label,
+)
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -26,6 +32,16 @@ def test_the_redaction_warning_counts_boxes_and_names_pages() -> None:
     kept = redaction_warning(pages=[4], is_hidden_text_kept=True)
     assert kept.startswith("This document has 1 box that hides readable text, on page 4.")
     assert "kept for review" in kept
+
+
+def test_the_invisible_text_warning_counts_characters_and_names_pages() -> None:
+    assert invisible_text_warning(counts={}, is_hidden_text_kept=False) is None
+    assert invisible_text_warning(counts={3: 0}, is_hidden_text_kept=False) is None
+    warning = invisible_text_warning(counts={5: 1200, 2: 40}, is_hidden_text_kept=False)
+    assert warning.startswith("This document has 1,240 character(s) of text a reader cannot see")
+    assert "on pages 2 and 5." in warning and "left out" in warning
+    kept = invisible_text_warning(counts={4: 9}, is_hidden_text_kept=True)
+    assert "on page 4." in kept and "kept for review" in kept
 
 
 def test_ocr_sentences() -> None:

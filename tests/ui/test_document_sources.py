@@ -1,10 +1,10 @@
-"""The document page says where the text came from: a warning for boxes that hide readable text,
-a note for pages read by OCR, "(OCR)" on citations of those pages and their confidence on the
-page viewer."""
+"""The document page says where the text came from: a warning for boxes that hide readable text
+and one for text a reader cannot see, a note for pages read by OCR, "(OCR)" on citations of
+those pages and their confidence on the page viewer."""
 
 from __future__ import annotations
 
-from app.db.models import Page, Redaction
+from app.db.models import Job, JobKind, JobStatus, Page, Redaction
 from tests.ui.conftest import all_text, open_page
 from tests.ui.seed import add_answer, add_document
 
@@ -64,3 +64,25 @@ def test_a_document_without_either_says_nothing_of_them(app_test, ui_settings, s
     assert not at.exception
     text = all_text(at)
     assert "hide readable text" not in text and "read by OCR" not in text
+    assert "a reader cannot see" not in text
+
+
+def test_the_page_warns_of_invisible_text_left_out(app_test, ui_settings, sessions) -> None:
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Plain", pages=PAGES)
+        stats = {"invisible_text": [[1, 45], [3, 5]], "is_hidden_text_kept": False}
+        session.add(
+            Job(
+                kind=JobKind.INGEST,
+                status=JobStatus.SUCCEEDED,
+                document_id=document.id,
+                stats=stats,
+            )
+        )
+        session.commit()
+        document_id = document.id
+    at = open_page(app_test(), "views/document.py", doc=str(document_id))
+    assert not at.exception
+    text = all_text(at)
+    assert "This document has 50 character(s) of text a reader cannot see" in text
+    assert "on pages 1 and 3. It was left out of what LongDoc stored" in text

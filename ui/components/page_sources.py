@@ -7,7 +7,12 @@ import streamlit as st
 
 from app.db.models import Document
 from app.services import documents
-from app.services.provenance import ocr_notice, redaction_warning, source_label
+from app.services.provenance import (
+    invisible_text_warning,
+    ocr_notice,
+    redaction_warning,
+    source_label,
+)
 from ui import context as ctx
 
 _OCR_PAGES_KEY = "ocr-pages"
@@ -52,6 +57,11 @@ def source_banners(document: Document) -> None:
         )
         if warning:
             st.warning(warning, icon=":material/visibility_off:")
+    with ctx.session() as db:
+        counts, kept = documents.invisible_text_of(session=db, document_id=document.id)
+    invisible = invisible_text_warning(counts=counts, is_hidden_text_kept=kept)
+    if invisible:
+        st.warning(invisible, icon=":material/visibility_off:")
     pages = ocr_pages(document.id)
     confidences = [c for c in pages.values() if c is not None]
     note = ocr_notice(

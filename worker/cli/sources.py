@@ -1,5 +1,6 @@
-"""What `longdoc show` says about where a document's text came from: OCR'd pages and bad
-redactions (app/services/provenance.py words the sentences). Never the hidden text itself."""
+"""What `longdoc show` says about where a document's text came from: OCR'd pages, bad
+redactions and text a reader cannot see (app/services/provenance.py words the sentences). Never
+the hidden text itself."""
 
 from rich.console import Console
 from rich.markup import escape
@@ -8,7 +9,12 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Document, Page
 from app.services import documents
-from app.services.provenance import page_list, redaction_warning, source_label
+from app.services.provenance import (
+    invisible_text_warning,
+    page_list,
+    redaction_warning,
+    source_label,
+)
 
 
 def source_fields(*, session: Session, document: Document) -> list[tuple[str, str]]:
@@ -25,6 +31,10 @@ def source_fields(*, session: Session, document: Document) -> list[tuple[str, st
             pages=[box.page for box in boxes], is_hidden_text_kept=document.is_hidden_text_kept
         )
         fields.append(("Hidden text", warning or ""))
+    counts, kept = documents.invisible_text_of(session=session, document_id=document.id)
+    warning = invisible_text_warning(counts=counts, is_hidden_text_kept=kept)
+    if warning:
+        fields.append(("Invisible text", warning))
     return fields
 
 
@@ -37,8 +47,10 @@ def page_title(page: Page) -> str:
 
 
 def print_redactions(console: Console, *, session: Session, document: Document) -> int:
-    """The boxes that hide readable text: page, corners and characters hidden; their number."""
+    """The boxes that hide readable text: page, corners and characters hidden; their number.
+    Then the characters a reader cannot see, by page."""
     boxes = documents.get_redactions(session=session, document_id=document.id)
+    _print_invisible_text(console, session=session, document=document)
     if not boxes:
         console.print(f"Document {document.id} has no boxes that hide readable text.")
         return 0
@@ -60,3 +72,19 @@ def print_redactions(console: Console, *, session: Session, document: Document) 
         )
     )
     return len(boxes)
+
+
+def _print_invisible_text(console: Console, *, session: Session, document: Document) -> None:
+    counts, kept = documents.invisible_text_of(session=session, document_id=document.id)
+    if not counts:
+        return
+    table = Table(title="Text a reader cannot see (invisible, tiny, off the page, hidden layer)")
+    for column in ("page", "characters"):
+        table.add_column(column, justify="right")
+    for page, count in sorted(counts.items()):
+        table.add_row(str(page), str(count))
+    console.print(table)
+    where = "kept in the stored pages" if kept else "left out of them"
+    console.print(
+        escape(f"Document {document.id}: {sum(counts.values())} invisible character(s), {where}.")
+    )

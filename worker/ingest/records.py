@@ -9,14 +9,14 @@ from pathlib import Path
 
 from app.db.models import DocumentKind, PageSource
 from app.services import documents
-from app.services.provenance import ocr_notice, redaction_warning
+from app.services.provenance import invisible_text_warning, ocr_notice, redaction_warning
 from pipelines.documents import ParsedDocument, Passage
 from worker.ingest.notices import failed_pages_notice
 from worker.ingest.passage_rows import new_passage
 
 
 def source_stats(parsed: ParsedDocument) -> dict:
-    """The ingest job's counts of OCR'd pages and bad redactions (no text)."""
+    """The ingest job's counts of OCR'd pages, bad redactions and invisible text (no text)."""
     confidences = [p.ocr_confidence for p in parsed.pages if p.ocr_confidence is not None]
     return {
         "num_ocr_pages": len(parsed.ocr_pages),
@@ -27,7 +27,11 @@ def source_stats(parsed: ParsedDocument) -> dict:
         "num_redactions": len(parsed.redactions),
         "redaction_pages": sorted({box.page for box in parsed.redactions}),
         "num_hidden_chars": sum(box.num_chars for box in parsed.redactions),
-        "is_hidden_text_kept": bool(parsed.redactions) and not parsed.is_hidden_text_removed,
+        "is_hidden_text_kept": bool(parsed.redactions or parsed.invisible_text)
+        and not parsed.is_hidden_text_removed,
+        # Text a reader cannot see, left out like redactions: [page, characters] pairs.
+        "num_invisible_chars": sum(item.num_chars for item in parsed.invisible_text),
+        "invisible_text": [[item.page, item.num_chars] for item in parsed.invisible_text],
     }
 
 
@@ -38,6 +42,10 @@ def stored_notice(parsed: ParsedDocument, failed_pages: tuple[int, ...]) -> str 
         failed_pages_notice(failed_pages),
         redaction_warning(
             pages=[box.page for box in parsed.redactions],
+            is_hidden_text_kept=stats["is_hidden_text_kept"],
+        ),
+        invisible_text_warning(
+            counts={item.page: item.num_chars for item in parsed.invisible_text},
             is_hidden_text_kept=stats["is_hidden_text_kept"],
         ),
         ocr_notice(ocr_pages=parsed.ocr_pages, mean_confidence=stats["ocr_mean_confidence"]),

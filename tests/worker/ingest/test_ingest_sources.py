@@ -95,3 +95,47 @@ def test_the_cli_reports_ocr_pages_and_hidden_text(cli_env, tmp_path: Path) -> N
     assert f" {len(REDACTED_SENTENCE.replace(' ', ''))} " in flat  # characters hidden
     assert "box(es) hide" in flat and "left out of them" in flat
     assert "settlement" not in flat and "Passage" not in flat  # never the text
+
+
+def test_invisible_text_is_counted_left_out_and_shown_like_redactions(
+    sessions, count_tokens, tmp_path: Path
+) -> None:
+    from rich.console import Console
+
+    from tests.pipelines.raw_pdf import HIDDEN_LINE, VISIBLE_LINE, page_with, text_op, write
+    from worker.cli.sources import print_redactions, source_fields
+
+    white = f"{text_op(VISIBLE_LINE, 72, 700)} 1 g {text_op(HIDDEN_LINE, 72, 650)} 0 g"
+    path = write(tmp_path, "white.pdf", page_with(white))
+    options = IngestOptions(files_dir=tmp_path / "files", passage_max_tokens=16)
+
+    outcome = ingest_file(path, sessions=sessions, options=options, count_tokens=count_tokens)
+
+    assert outcome.status == STORED, outcome.reason
+    num_hidden = len(HIDDEN_LINE.replace(" ", ""))
+    assert outcome.notice.startswith(
+        f"This document has {num_hidden} character(s) of text a reader cannot see"
+    )
+    assert "left out of what LongDoc stored" in outcome.notice
+    with sessions() as session:
+        document = documents.get_document(session=session, document_id=outcome.document_id)
+        assert document.num_redactions == 0
+        assert documents.invisible_text_of(session=session, document_id=document.id) == (
+            {1: num_hidden},
+            False,
+        )
+        stats = session.get(Job, outcome.job_id).stats
+        assert stats["num_invisible_chars"] == num_hidden and stats["invisible_text"] == [
+            [1, num_hidden]
+        ]
+        pages = documents.get_pages(session=session, document_id=document.id)
+        passages = documents.get_passages(session=session, document_id=document.id)
+        assert VISIBLE_LINE in pages[0].text and "Secret" not in pages[0].text
+        assert not any("Secret" in p.text for p in passages)
+        fields = dict(source_fields(session=session, document=document))
+        assert fields["Invisible text"].startswith(f"This document has {num_hidden} character(s)")
+        console = Console(record=True, width=120)
+        assert print_redactions(console, session=session, document=document) == 0
+        shown = _flat(console.export_text())
+        assert f"{num_hidden} invisible character(s), left out of them." in shown
+        assert "Secret" not in shown and "Secret" not in repr(stats)
