@@ -47,8 +47,9 @@ def _status() -> None:
     st.markdown("**Engine**")
     st.caption(f":material/neurology: Model: {ctx.md_escape(_model_label(settings.model))}")
     configured = settings.engine_device
-    measured = f" (last used: {device})" if device else ""
-    st.caption(f":material/memory: Device: {configured}{ctx.md_escape(measured)}")
+    # md_escape trims the text it is given: the space goes before it, not in it.
+    measured = " " + ctx.md_escape(f"(last used: {device})") if device else ""
+    st.caption(f":material/memory: Device: {ctx.md_escape(configured)}{measured}")
     st.caption(f":material/bolt: Attention: {ctx.md_escape(backend) if backend else 'not run yet'}")
 
     st.markdown("**Queue**")

@@ -175,15 +175,34 @@ def start_job(*, session: Session, job_id: int, task_id: str | None = None) -> J
 def update_progress(
     *, session: Session, job_id: int, stage: str, done: int, total: int
 ) -> Job | None:
-    """Record that `done` of `total` units of `stage` are finished (e.g. "parse", 12, 300)."""
+    """Record that `done` of `total` units of `stage` are finished (e.g. "parse", 12, 300).
+
+    Progress never moves backwards within a stage: a report of the same stage (its details in
+    brackets aside: "combining (3 of 5 calls done)") whose fraction is below the one recorded
+    (a redelivered task starting over, a new model call of the same step) keeps the recorded
+    done of total, and only the stage's details are updated."""
     job = session.get(Job, job_id)
     if job is None:
         return None
+    if _same_stage(job.stage, stage) and _fraction(done, total) < _fraction(
+        job.progress_done or 0, job.progress_total or 0
+    ):
+        job.stage = stage
+        session.flush()
+        return job
     job.stage = stage
     job.progress_done = done
     job.progress_total = total
     session.flush()
     return job
+
+
+def _same_stage(old: str | None, new: str) -> bool:
+    return old is not None and old.partition(" (")[0] == new.partition(" (")[0]
+
+
+def _fraction(done: int, total: int) -> float:
+    return min(done / total, 1.0) if total > 0 else 0.0
 
 
 def finish_job(

@@ -51,6 +51,21 @@ MAX_TITLE_WORD_SHARE = 0.7
 # Repeats are taken only when too few other sentences are left to reach the count.
 REDUNDANT_TFIDF, REDUNDANT_EMBEDDING = 0.7, 0.9
 _FORM_LINE = re.compile(r"_{3,}|\.{4,}|…{2,}|-{4,}")
+# OCR debris ("Busine ss Ope rations Labo rato ries 9 18 6 0 8"): words split into fragments
+# and runs of lone digits. A sentence is debris when more than this share of its words are
+# fragments of one to three letters that are not common short words, or numbers of one or two
+# digits (a year or an amount is not counted).
+MAX_DEBRIS_WORD_SHARE = 0.3
+MIN_DEBRIS_WORDS = 3
+_COMMON_SHORT_WORDS = (
+    "a i an as at be by do go he if in is it me my no of on or so to up us we all and any are "
+    "but can did due for had has her him his how its may nor not now off one our out own per "
+    "put say see set she six ten the too two use via was way who why yes yet you act age art "
+    "day end fee few get law let net new pay sum tax top etc inc ltd llc co mr ms dr st vs "
+    "am pm id"
+)
+_SHORT_WORDS = frozenset(_COMMON_SHORT_WORDS.split())
+_WORD_CORE = re.compile(r"^\W+|\W+$")
 
 
 def key_passage_count(num_pages: int) -> int:
@@ -122,7 +137,21 @@ def is_candidate(sentence: str) -> bool:
     words = [word for word in text.split() if word[0].isalpha()]
     if sum(word[0].isupper() for word in words) > MAX_TITLE_WORD_SHARE * len(words):
         return False
-    return len(terms(text)) >= MIN_TERMS
+    return len(terms(text)) >= MIN_TERMS and not looks_like_ocr_debris(text)
+
+
+def looks_like_ocr_debris(text: str) -> bool:
+    """Whether a sentence reads as OCR debris: many of its words are fragments of one to three
+    letters that are no common short word ("ss", "Ope"), or lone one- or two-digit numbers
+    ("9 18 6 0")."""
+    words = [_WORD_CORE.sub("", word) for word in text.split()]
+    words = [word for word in words if word]
+    debris = sum(
+        (word.isdigit() and len(word) <= 2)
+        or (word.isalpha() and len(word) <= 3 and word.lower() not in _SHORT_WORDS)
+        for word in words
+    )
+    return debris >= MIN_DEBRIS_WORDS and debris > MAX_DEBRIS_WORD_SHARE * len(words)
 
 
 def key_passage_sections(

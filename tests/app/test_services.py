@@ -292,3 +292,33 @@ def test_new_document_checks_the_hash_format() -> None:
             pages=(),
             passages=(),
         )
+
+
+def test_progress_never_moves_backwards_within_a_stage(session: Session) -> None:
+    job_id = jobs.create_job(session=session, kind=JobKind.SUMMARIZE).id
+    jobs.start_job(session=session, job_id=job_id)
+
+    def progress(stage: str, done: int, total: int) -> tuple[str | None, int, int]:
+        job = jobs.update_progress(
+            session=session, job_id=job_id, stage=stage, done=done, total=total
+        )
+        assert job is not None
+        return job.stage, job.progress_done, job.progress_total
+
+    assert progress("writing", 61, 512) == ("writing", 61, 512)
+    # The same stage starting over (a redelivered task, another call) keeps 61 of 512 ...
+    assert progress("writing", 3, 512) == ("writing", 61, 512)
+    assert progress("writing", 62, 512) == ("writing", 62, 512)
+    # ... and a smaller fraction of a new total too, while the stage's details move on.
+    assert progress("combining (3 of 5 calls done)", 100, 256) == (
+        "combining (3 of 5 calls done)",
+        100,
+        256,
+    )
+    assert progress("combining (4 of 5 calls done)", 10, 128) == (
+        "combining (4 of 5 calls done)",
+        100,
+        256,
+    )
+    # Another stage measures something else: it starts from its own beginning.
+    assert progress("parsing", 1, 7) == ("parsing", 1, 7)

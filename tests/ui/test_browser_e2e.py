@@ -178,7 +178,7 @@ def ask_the_collection(page, expect) -> None:
     page.get_by_label("Name", exact=True).fill("Matter 7")
     page.get_by_role("button", name="Create").click()
     expect(page.get_by_label("Collection", exact=True)).to_have_value("Matter 7")
-    page.keyboard.press("Escape")  # the popover stays open after its form was sent
+    page.keyboard.press("Escape")  # harmless: Create closes the popover itself
     wait_for_the_script(page)
     page.get_by_text("Documents (0)").click()
     pick(page, "Add documents", "Office Lease Agreement")

@@ -87,3 +87,38 @@ def test_with_jobs_every_chart_is_drawn_from_their_stats(app_test, ui_settings, 
     assert '"rule"' in distribution  # the median and P99 lines over the histogram
     sidebar = " ".join(m.value for m in at.sidebar.caption).replace("\\", "")
     assert "sdpa" in sidebar and "last used: cpu" in sidebar
+
+
+def test_chunk_sizes_are_a_histogram_of_chunks_per_size_range() -> None:
+    from ui.components.charts import chunk_sizes
+
+    # Full chunks of 512 and a last chunk of its own size per prompt: 9 chunks in all.
+    spec = chunk_sizes({97: 1, 120: 1, 133: 1, 488: 1, 512: 5}).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert {row["chunk size"]: row["times used"] for row in rows} == {
+        97: 1, 120: 1, 133: 1, 488: 1, 512: 5
+    }  # fmt: skip
+    x, y = spec["encoding"]["x"], spec["encoding"]["y"]
+    assert x["field"] == "chunk size" and x["type"] == "quantitative" and x["bin"]
+    # Bars add up the chunks of a range, not one bar of height 1 per distinct size.
+    assert (y["field"], y["aggregate"]) == ("times used", "sum")
+    assert y["axis"]["format"] == "d"
+
+
+def test_the_sidebar_says_device_then_the_last_one_used(app_test, ui_settings, sessions) -> None:
+    with sessions() as session:
+        document = add_document(session, ui_settings.files_dir, title="Lease")
+        job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document.id)
+        jobs.start_job(session=session, job_id=job.id)
+        calls = [engine_call(100, 0.1, [100])]
+        results.save_summary(
+            session=session, job_id=job.id, document_id=document.id, method="one_pass",
+            text="s", model="m", stats={"calls": calls},
+        )  # fmt: skip
+        jobs.finish_job(session=session, job_id=job.id, stats={"num_prompt_tokens": 100})
+        session.commit()
+    at = open_page(app_test(), "views/monitoring.py")
+    assert not at.exception
+    (device,) = [m.value for m in at.sidebar.caption if "Device:" in m.value]
+    assert device.replace("\\", "").endswith(" (last used: cpu)")
+    assert "auto(" not in device and "  " not in device

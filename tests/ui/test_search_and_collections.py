@@ -4,6 +4,8 @@ whose citations name document and page, the per-document table), under AppTest."
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import select
 
 from app.db.models import CollectionAnswer, Job
@@ -170,6 +172,13 @@ def test_a_collection_answer_cites_documents_and_shows_the_table(
     (table,) = at.dataframe
     assert list(table.value["Document"]) == ["Office Lease"]
     assert list(table.value["Page"]) == [2]
+    # Every column is drawn, each with a width, and together they fit a wide page's chat
+    # message: the quote and the page are not pushed out at the right.
+    assert list(table.proto.column_order) == ["Document", "Page", "Answer", "Quote", "From"]
+    columns = json.loads(table.proto.columns)
+    widths = {name: config["width"] for name, config in columns.items() if name != "_index"}
+    assert set(widths) == {"Document", "Page", "Answer", "Quote", "From"}
+    assert all(isinstance(w, int) for w in widths.values()) and sum(widths.values()) <= 1000
     labels = [b.label for b in at.button]
     assert "Office Lease, p. 2" in labels
     at.button(key=f"cite-{retrieval_id}-0").click().run()
@@ -190,3 +199,25 @@ def test_an_upload_goes_into_the_chosen_collection(app_test, ui_settings, sessio
     with sessions() as session:
         job = session.scalars(select(Job)).one()
     assert job.params["collection_id"] == matter.id  # joins it once stored (worker/jobs/runner.py)
+
+
+def test_the_new_collection_popover_closes_after_create(app_test, ui_settings, sessions) -> None:
+    at = open_page(app_test(), "views/collections.py")
+    at.session_state["new-collection-popover"] = True  # the person opened it
+    at.run()
+    assert new_collection_popover(at).open
+    at.text_input(key="new-collection-name").input("Matter 8")
+    at.button(key="create-collection").click().run()
+    assert not at.exception
+    assert at.session_state["new-collection-popover"] is False
+    assert not new_collection_popover(at).open
+    with sessions() as session:
+        assert collections.find_collection(session=session, name="Matter 8") is not None
+
+
+def new_collection_popover(at):
+    """The popover's proto (label, open) of the page's New-collection popover."""
+    (popover,) = [
+        b.proto.popover for b in at.get("popover") if b.proto.popover.label == "New collection"
+    ]
+    return popover

@@ -87,14 +87,24 @@ def chunks_per_request(frame: pd.DataFrame) -> alt.Chart:
 
 
 def chunk_sizes(counts: dict[int, int]) -> alt.Chart:
+    """How many prefill chunks had a size in each range: a histogram of the sizes (weighted by
+    how often each was used). One bar per exact size would be a row of ones, as the last chunk
+    of each prompt has a size of its own."""
     frame = pd.DataFrame([{"chunk size": k, "times used": v} for k, v in counts.items()])
     return (
         alt.Chart(frame, height=HEIGHT, title="Chunk sizes used")
         .mark_bar(color="#54A24B")
         .encode(
-            x=alt.X("chunk size:O", title="chunk size (tokens)"),
-            y=alt.Y("times used:Q", title="chunks"),
-            tooltip=["chunk size", "times used"],
+            x=alt.X("chunk size:Q", bin=alt.Bin(maxbins=20), title="chunk size (tokens)"),
+            y=alt.Y(
+                "sum(times used):Q",
+                title="chunks",
+                axis=alt.Axis(format="d", tickMinStep=1),
+            ),
+            tooltip=[
+                alt.Tooltip("chunk size:Q", bin=alt.Bin(maxbins=20), title="chunk size"),
+                alt.Tooltip("sum(times used):Q", title="chunks"),
+            ],
         )
     )
 

@@ -28,6 +28,9 @@ MODE_LABELS = {
 }
 CHOICE_KEY = "collection-choice"
 PENDING_KEY = "collection-pending"
+# The New-collection popover tracks whether it is open, so that Create can close it.
+POPOVER_KEY = "new-collection-popover"
+CLOSE_POPOVER_KEY = "new-collection-close"
 SOURCE_LABELS = {"fact": "key facts", "model": "model", "quote": "quote", "none": "—"}
 
 
@@ -50,6 +53,8 @@ def _chosen_collection() -> int | None:
     choices = {row.id: row.name for row in rows}
     if PENDING_KEY in st.session_state:
         st.session_state[CHOICE_KEY] = st.session_state.pop(PENDING_KEY)
+    if st.session_state.pop(CLOSE_POPOVER_KEY, False):  # created on the run before: close it
+        st.session_state[POPOVER_KEY] = False
     if CHOICE_KEY not in st.session_state:  # a link to ?collection=N
         raw = st.query_params.get("collection")
         is_known = raw is not None and raw.isdigit() and int(raw) in choices
@@ -64,7 +69,9 @@ def _chosen_collection() -> int | None:
             placeholder="Choose a collection" if choices else "No collections yet",
             key=CHOICE_KEY,
         )
-        with st.popover("New collection", icon=":material/add:"):
+        with st.popover(
+            "New collection", icon=":material/add:", key=POPOVER_KEY, on_change="rerun"
+        ):
             _create_form()
     if chosen is not None:
         st.query_params["collection"] = str(chosen)
@@ -86,6 +93,7 @@ def _create_form() -> None:
         ctx.show_error(error)
         return
     _show_next(created.id)
+    st.session_state[CLOSE_POPOVER_KEY] = True
     st.rerun()
 
 
@@ -238,6 +246,18 @@ def _quotes(answer: CollectionAnswer) -> None:
             st.markdown(f"“{ctx.md_escape(flat(quote['text']))}”")
 
 
+TABLE_COLUMNS = ("Document", "Page", "Answer", "Quote", "From")
+TABLE_CONFIG = {
+    "Document": st.column_config.TextColumn(width=160),
+    "Page": st.column_config.NumberColumn(width=50, format="%d"),
+    "Answer": st.column_config.TextColumn(width=300),
+    "Quote": st.column_config.TextColumn(
+        width=360, help="The document's words that support the answer (click to read all)."
+    ),
+    "From": st.column_config.TextColumn(width=80),
+}
+
+
 def _table(answer: CollectionAnswer) -> None:
     st.dataframe(
         [
@@ -252,6 +272,11 @@ def _table(answer: CollectionAnswer) -> None:
         ],
         hide_index=True,
         key=f"table-{answer.id}",
+        width="stretch",
+        # Widths that add up to the page's width, the short columns first: left to size
+        # themselves, a long answer and quote pushed the quote and the page out at the right.
+        column_order=TABLE_COLUMNS,
+        column_config=TABLE_CONFIG,
     )
 
 

@@ -23,6 +23,7 @@ from pipelines import kinds as pipelines_kinds
 from pipelines.documents import ParsedDocument, Passage, document_text
 from pipelines.errors import DocumentError
 from pipelines.ingest.classify import guess_kind
+from pipelines.ingest.first_page_title import first_page_title
 from pipelines.ingest.limits import ParseLimits, check_file
 from pipelines.ingest.page_sources import SourceOptions
 from pipelines.ingest.parse import parse_pdf_outcome
@@ -205,6 +206,9 @@ def _read(
     )
     (num_tokens,) = count_tokens([document_text(parsed.pages)])
     kind = guess_kind(parsed.pages) if options.kind == "auto" else options.kind
+    if parsed.title is None and kind == pipelines_kinds.LEGAL and parsed.pages:
+        # No title in the metadata: an opinion's caption or a contract's title line.
+        parsed = replace(parsed, title=first_page_title(parsed.pages[0].text))
     lap("split")
     vectors: list[bytes | None] = [None] * len(passages)
     if embedder is not None:

@@ -147,3 +147,28 @@ def test_an_embedder_scores_the_sentences_instead_of_tfidf() -> None:
     assert len(found) == key_passage_count(30)
     _assert_verbatim_on_their_pages(document, found)
     assert [q.start_char for q in found] == sorted(q.start_char for q in found)
+
+
+DEBRIS = "Busine ss Ope rations Dr.Reddy's Labo rato ries Limited 9 18 6 0 8 16 2"
+
+
+def test_ocr_debris_is_never_a_key_passage() -> None:
+    assert not is_candidate(DEBRIS)
+    assert not is_candidate(f"The Company reports on its {DEBRIS} in this annual report.")
+    # Prose with short words, numbers and abbreviations stays a candidate.
+    for prose in (
+        "The tenant shall pay the rent of 900 dollars on the 1st day of each month to the owner.",
+        "Dr. Reddy's Laboratories Limited sold 12 products in 2019 and 14 in 2020, up by 2.",
+        "Under Section 4(a) of the Act, the fee is due by the end of the year and is not refunded.",
+    ):
+        assert is_candidate(prose), prose
+    # In a document where the debris is repeated (as a running header would be), it is not
+    # chosen, while the prose around it is.
+    pages = [
+        f"{DEBRIS}. {SUBJECTS[i].capitalize()}, as the parties agreed in writing on this page. "
+        f"It is further agreed that {SUBJECTS[i]} unless both parties sign a change."
+        for i in range(6)
+    ]
+    document = make_document(pages, max_tokens=120)
+    found = key_passages(document.pages, document.passages)
+    assert found and not any("rato ries" in quote.text for quote in found)

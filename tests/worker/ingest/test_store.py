@@ -179,3 +179,31 @@ def test_ingest_itself_keeps_no_job_and_stores_only_in_the_callers_commit(
         read_pdf(
             tmp_path / "gone.pdf", sessions=sessions, options=options, count_tokens=count_tokens
         )
+
+
+def test_a_legal_pdf_without_a_metadata_title_takes_its_first_pages(
+    sessions, options, count_tokens, tmp_path
+) -> None:
+    opinion = pdf_factory.text_pdf(
+        tmp_path,
+        [
+            "UNITED STATES DISTRICT COURT\n\nACME CORP., Plaintiff,\nv.\nBETA INC., Defendant.\n\n"
+            "OPINION AND ORDER\n\nThe plaintiff sued the defendant for breach of contract. The "
+            "court grants the motion for summary judgment.",
+        ],
+        name="scan_0042.pdf",
+    )
+    contract = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES, name="contract.pdf")
+    titled = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES[1:], name="t.pdf", title="Own Title")
+    titles = {}
+    for path in (opinion, contract, titled):
+        outcome = ingest_file(path, sessions=sessions, options=options, count_tokens=count_tokens)
+        assert outcome.status == STORED, outcome.reason
+        with sessions() as session:
+            document = documents.get_document(session=session, document_id=outcome.document_id)
+            titles[path.name] = document.title
+    assert titles == {
+        "scan_0042.pdf": "ACME CORP. v. BETA INC.",
+        "contract.pdf": "SERVICES AGREEMENT",
+        "t.pdf": "Own Title",  # the metadata's title comes first
+    }
