@@ -61,8 +61,9 @@ def _read_table(file: Path) -> list[Any]:
 
 class Channel(filesystem.Channel):
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
-        # The name kombu gives (milliseconds first, so folders sort in sending order).
-        name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        # kombu's name, milliseconds first so that a folder sorted by name is in sending order
+        # (first come, first served); zero-padded, or "999_" would sort after "1000_".
+        name = f"{round(monotonic() * 1000):015d}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         try:
             _write_whole(self.data_folder_out, final, dumps(payload).encode())

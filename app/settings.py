@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     # Files in inbox/processed/ and inbox/refused/ older than this are deleted at each scan.
     inbox_keep_days: float = Field(default=30, ge=0)
     auto_summarize_enabled: bool = True
+    # A key-facts job follows every newly stored document, however it came in (upload, inbox,
+    # `longdoc ingest`); false: none (extract them later with `longdoc facts ID --run`).
+    key_facts_after_ingest: bool = True
     auto_summarize_interval_s: float = Field(default=600, gt=0)
 
     # --- The engine (worker/model/engine_holder.py) ---

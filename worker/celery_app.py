@@ -34,6 +34,7 @@ from app.services.dispatch import QUEUE_GPU as QUEUE_GPU
 from app.services.dispatch import QUEUE_GPU_BATCH as QUEUE_GPU_BATCH
 from app.services.dispatch import QUEUE_INGEST as QUEUE_INGEST
 from app.services.dispatch import TASK_ANSWER as TASK_ANSWER
+from app.services.dispatch import TASK_FACTS as TASK_FACTS
 from app.services.dispatch import TASK_FOR_KIND as TASK_FOR_KIND
 from app.services.dispatch import TASK_INGEST as TASK_INGEST
 from app.services.dispatch import TASK_SUMMARIZE as TASK_SUMMARIZE
@@ -100,6 +101,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             TASK_SUMMARIZE_MISSING: ingest_limits,
             TASK_SUMMARIZE: model_limits,
             TASK_ANSWER: model_limits,
+            TASK_FACTS: model_limits,
         },
         # Flower and `celery events` need events; the embedded broker has no one to read them.
         "worker_send_task_events": not is_virtual,

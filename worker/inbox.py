@@ -228,7 +228,6 @@ class _Scan:
                 file_name=display_name(name),
                 path=str(stored),
                 source="inbox",
-                then_facts=True,
                 # The document joins it once stored (worker/jobs/ingest.py).
                 collection_id=self.collection_id or None,
             )

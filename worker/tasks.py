@@ -35,10 +35,10 @@ from worker.celery_app import (
     send_job,
 )
 from worker.ingest.store import IngestOptions
+from worker.jobs import batch_slots, poison, runner
 from worker.jobs import collection as runner_collection
 from worker.jobs import facts as runner_facts
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
 from worker.jobs.batch_slots import BatchJobTask
 from worker.jobs.poison import JobTask
 from worker.jobs.recovery import fail_jobs_of_dead_processes, orphaned_jobs, prune_processed
@@ -46,6 +46,9 @@ from worker.model import engine_holder
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 
 logger = logging.getLogger(__name__)
+# A job's retries are logged by the job tasks, once with their count; not a line per attempt.
+poison.quiet_retry_lines()
+batch_slots.quiet_wait_lines()
 
 _RETRY = {
     "bind": True,

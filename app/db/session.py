@@ -11,11 +11,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.errors import DatabaseUnavailable
 
 SQLITE_BUSY_TIMEOUT_S = 15.0
+# The execution option that marks a transaction a write (write_transaction).
+WRITE_OPTION = "longdoc_write"
+_WRITE_STATEMENTS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER")
 POSTGRES_CONNECT_TIMEOUT_S = 10
 
 
 def make_engine(url: str, *, sqlite_foreign_keys: bool = True) -> Engine:
-    """An engine for `url`. SQLite gets foreign keys, WAL and a busy timeout on every connection.
+    """An engine for `url`. SQLite gets foreign keys, WAL and a busy timeout on every connection,
+    and BEGIN IMMEDIATE for write transactions (those that start by writing, and those marked
+    by write_transaction), so writers queue for the lock instead of failing.
 
     Migrations pass `sqlite_foreign_keys=False`: SQLite's table rebuilds (batch mode) drop tables,
     and with enforcement on a DROP TABLE runs ON DELETE CASCADE on the child rows.
@@ -51,9 +56,36 @@ def make_engine(url: str, *, sqlite_foreign_keys: bool = True) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        # A transaction marked a write (write_transaction) takes the write lock at once. Any
+        # other emits its BEGIN with its first statement (_before_execute), knowing its kind.
+        if connection.get_execution_options().get(WRITE_OPTION):
+            connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE")
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before_execute(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+        dbapi_connection = connection.connection.dbapi_connection
+        if dbapi_connection is None or dbapi_connection.in_transaction:
+            return
+        if not connection.in_transaction() or statement.lstrip()[:5].upper() == "BEGIN":
+            return  # outside SQLAlchemy's transactions (none in our code): autocommit
+        # BEGIN IMMEDIATE for a transaction that starts by writing: it waits (busy timeout) for
+        # the write lock up front. A deferred one that read first and then writes cannot wait:
+        # SQLite fails it at once with "database is locked" when another wrote meanwhile.
+        is_write = statement.lstrip()[:7].upper().startswith(_WRITE_STATEMENTS)
+        cursor.execute("BEGIN IMMEDIATE" if is_write else "BEGIN")
 
     return engine
+
+
+def write_transaction(session: Session) -> Session:
+    """Mark the session's next transaction a write: on SQLite it begins with BEGIN IMMEDIATE, so
+    it waits for the write lock (up to the busy timeout) before it reads anything, instead of
+    failing with "database is locked" when it writes after another writer's commit. For
+    read-then-write work (a job row updated); a session already in a transaction is left as is.
+    Other databases ignore the mark. Returns the session."""
+    if not session.in_transaction():
+        session.connection(execution_options={WRITE_OPTION: True})
+    return session
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

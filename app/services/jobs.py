@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobKind, JobStatus, utc_now
+from app.db.session import write_transaction
 
 
 def create_job(
@@ -54,7 +55,6 @@ class IngestParams:
     kind: str | None = None  # legal, medical or other; None: guessed from the text
     password: str | None = None  # an encrypted PDF's, until the ingest has an outcome
     then_summarize: bool = False  # a summarize job follows, created as the ingest job finishes
-    then_facts: bool = False  # a key-facts job follows a newly stored document
     collection_id: int | None = None  # the stored (or already present) document joins it
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,7 +79,6 @@ class IngestParams:
             kind=text("kind"),
             password=text("password"),
             then_summarize=bool(values.get("then_summarize")),
-            then_facts=bool(values.get("then_facts")),
             collection_id=collection_id if isinstance(collection_id, int) else None,
         )
 
@@ -104,6 +103,7 @@ def create_ingest_job(
 def forget_password(*, session: Session, job_id: int) -> Job | None:
     """Remove the PDF password from an ingest job's params; it is kept only until the ingest has
     an outcome. Flushes; the caller commits."""
+    write_transaction(session)  # read, then written: BEGIN IMMEDIATE on SQLite
     job = session.get(Job, job_id)
     if job is None or "password" not in (job.params or {}):
         return job
@@ -160,6 +160,7 @@ def count_by_status(*, session: Session) -> dict[JobStatus, int]:
 
 def start_job(*, session: Session, job_id: int, task_id: str | None = None) -> Job | None:
     """Mark the job running. A redelivered task calls this again: started_at is then renewed."""
+    write_transaction(session)  # read, then written: BEGIN IMMEDIATE on SQLite
     job = session.get(Job, job_id)
     if job is None:
         return None
@@ -181,6 +182,7 @@ def update_progress(
     brackets aside: "combining (3 of 5 calls done)") whose fraction is below the one recorded
     (a redelivered task starting over, a new model call of the same step) keeps the recorded
     done of total, and only the stage's details are updated."""
+    write_transaction(session)  # read, then written: BEGIN IMMEDIATE on SQLite
     job = session.get(Job, job_id)
     if job is None:
         return None
@@ -214,6 +216,7 @@ def finish_job(
 ) -> Job | None:
     """Mark the job succeeded (stage "done"). `document_id` links an ingest job to the document it stored
     (or found already stored); `stats` (JSON: timings, counts) replaces any earlier stats."""
+    write_transaction(session)  # read, then written: BEGIN IMMEDIATE on SQLite
     job = session.get(Job, job_id)
     if job is None:
         return None
@@ -240,6 +243,7 @@ def fail_abandoned_jobs(
     Jobs owned on other hosts are left alone: their processes cannot be seen from here.
     Returns the ids failed; flushes, the caller commits.
     """
+    write_transaction(session)  # read, then written: BEGIN IMMEDIATE on SQLite
     query = select(Job).where(
         Job.status == JobStatus.RUNNING, Job.owner_host == host, Job.owner_pid.is_not(None)
     )
@@ -254,6 +258,7 @@ def fail_abandoned_jobs(
 def fail_job(*, session: Session, job_id: int, error_code: str, sentence: str) -> Job | None:
     """Mark the job failed with a stable code (e.g. AppError.code) and a sentence for people.
     The sentence must not quote document text."""
+    write_transaction(session)  # read, then written: BEGIN IMMEDIATE on SQLite
     job = session.get(Job, job_id)
     if job is None:
         return None

@@ -79,7 +79,6 @@ def queue_upload(
         # The worker reads it from the job (worker/jobs/ingest.py); only encrypted files get it.
         password=password if check.is_encrypted and password else None,
         then_summarize=summarize,
-        then_facts=True,  # key facts right after ingest (worker/jobs/facts.py)
         collection_id=collection_id,  # joined once stored (worker/jobs/ingest.py)
     )
     job = jobs.create_ingest_job(session=session, params=params)

@@ -61,7 +61,6 @@ def test_a_pdf_is_stored_and_queued_with_typed_params(
         source="upload",
         kind="legal",
         then_summarize=False,
-        then_facts=True,
     )
     assert Path(params.path).read_bytes() == lease
     assert Path(params.path).is_relative_to(settings.files_dir)
@@ -169,14 +168,12 @@ def test_ingest_params_round_trip_and_read_old_rows() -> None:
         kind="medical",
         password="pw",
         then_summarize=True,
-        then_facts=True,
         collection_id=3,
     )
     assert IngestParams.from_dict(params.to_dict()) == params
     assert IngestParams(file_name="a.pdf").to_dict() == {
         "file_name": "a.pdf",
         "then_summarize": False,
-        "then_facts": False,
     }
     # A row written by hand or by an older version: missing keys, odd types, extra keys.
     old = {"path": "/x.pdf", "then_summarize": 1, "collection_id": "7", "extra": [1]}
@@ -187,7 +184,7 @@ def test_ingest_params_round_trip_and_read_old_rows() -> None:
 
 
 def test_forget_password_keeps_the_other_params(session: Session) -> None:
-    params = IngestParams(file_name="a.pdf", path="/x.pdf", password="pw", then_facts=True)
+    params = IngestParams(file_name="a.pdf", path="/x.pdf", password="pw")
     job = jobs.create_ingest_job(session=session, params=params)
     session.commit()
 
@@ -198,6 +195,5 @@ def test_forget_password_keeps_the_other_params(session: Session) -> None:
         "file_name": "a.pdf",
         "path": "/x.pdf",
         "then_summarize": False,
-        "then_facts": True,
     }
     assert jobs.forget_password(session=session, job_id=job.id + 100) is None

@@ -125,6 +125,9 @@ def worker_env(
         LONGDOC_SUMMARY_MAX_NEW_TOKENS="24",
         LONGDOC_INBOX_SCAN_ENABLED="false",
         LONGDOC_AUTO_SUMMARIZE_ENABLED="false",
+        # These tests time summaries and questions; a key-facts job after each ingest would
+        # only add model work before them (the facts' own tests: tests/worker/jobs).
+        LONGDOC_KEY_FACTS_AFTER_INGEST="false",
         # A summary is seconds here; a stuck one must not hold a test for hours.
         LONGDOC_MODEL_TIME_LIMIT_S="300",
         LONGDOC_INGEST_TIME_LIMIT_S="120",

@@ -10,6 +10,8 @@ import pytest
 from app.settings import Settings
 from worker.celery_app import (
     TASK_ANSWER,
+    TASK_FACTS,
+    TASK_FOR_KIND,
     TASK_INGEST,
     TASK_SUMMARIZE,
     broker_redelivers,
@@ -33,6 +35,16 @@ def test_settings_fit_for_long_gpu_tasks(tmp_path: Path) -> None:
     assert config["task_routes"][TASK_ANSWER] == {"queue": "gpu"}
     assert config["task_routes"][TASK_SUMMARIZE] == {"queue": "gpu_batch"}
     assert config["task_routes"][TASK_INGEST] == {"queue": "ingest"}
+
+
+def test_every_job_task_has_its_time_limit_from_settings(tmp_path: Path) -> None:
+    config = celery_config(settings(tmp_path, model_time_limit_s=3600, ingest_time_limit_s=900))
+
+    limits = config["task_annotations"]
+    assert set(TASK_FOR_KIND.values()) <= set(limits)
+    assert limits[TASK_FACTS] == limits[TASK_SUMMARIZE] == limits[TASK_ANSWER]
+    assert limits[TASK_FACTS]["time_limit"] == 3600
+    assert limits[TASK_INGEST]["time_limit"] == 900
 
 
 def test_embedded_default_is_the_filesystem_broker_with_results_in_the_database(

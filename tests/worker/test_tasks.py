@@ -6,6 +6,7 @@ OCR'd pages and bad redactions in the metrics."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from app.db.models import Job, JobKind, JobStatus
 from app.migrate import upgrade
 from app.services import dispatch, jobs
 from app.settings import get_settings
-from tests.pipelines import scan_factory
+from tests.app.test_dispatch import take_message
+from tests.pipelines import pdf_factory, scan_factory
 from tests.ui.seed import add_document
 from tests.worker.redis_server import redis_server  # noqa: F401 (fixture)
 from worker import resources, tasks
@@ -91,7 +93,9 @@ def ingest_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model_cache_d
     get_settings.cache_clear()
     resources.reset()
     upgrade(get_settings().database_url)
+    app = make_celery(get_settings())  # the current app: its embedded broker gets the follow-ups
     yield
+    app.close()
     resources.reset()
     get_settings.cache_clear()
 
@@ -130,3 +134,31 @@ def test_an_ingest_counts_its_ocr_pages(ingest_worker, tmp_path: Path) -> None:
     assert tasks.ingest_task(_ingest_job(mixed))["status"] == "succeeded"
 
     assert _page_source_counts() == (ocr_before + 1, redactions_before)
+
+
+def test_an_inbox_file_is_ingested_and_its_key_facts_job_queued_once(
+    ingest_worker, tmp_path: Path
+) -> None:
+    settings = get_settings()
+    settings.inbox_dir.mkdir(parents=True, exist_ok=True)
+    pdf = pdf_factory.text_pdf(
+        settings.inbox_dir, ["Governed by the laws of Oregon."], name="a.pdf"
+    )
+    past = time.time() - 60  # settled: the scan takes it now
+    os.utime(pdf, (past, past))
+
+    assert tasks.scan_inbox_task() == {"num_jobs": 1}
+    ingest = take_message(settings, dispatch.QUEUE_INGEST)
+    assert ingest["headers"]["task"] == dispatch.TASK_INGEST
+    (ingest_id,) = ingest["body"][0]
+    assert tasks.ingest_task(ingest_id)["status"] == "succeeded"
+    assert tasks.ingest_task(ingest_id)["status"] == "skipped"  # delivered twice: sent once
+
+    rows = _jobs()
+    (facts,) = [j for j in rows if j.kind == JobKind.FACTS]
+    (document_id,) = {j.document_id for j in rows if j.kind == JobKind.INGEST}
+    assert (facts.status, facts.document_id) == (JobStatus.QUEUED, document_id)
+    message = take_message(settings, dispatch.QUEUE_GPU_BATCH)
+    assert (message["headers"]["task"], message["body"][0]) == (dispatch.TASK_FACTS, [facts.id])
+    with pytest.raises(AssertionError, match="no message"):
+        take_message(settings, dispatch.QUEUE_GPU_BATCH, timeout_s=1.0)

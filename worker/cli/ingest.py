@@ -4,6 +4,7 @@ parse child, the splitter and the model's tokenizer), each file's outcome in a t
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -11,11 +12,13 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.session import make_engine, session_factory
 from app.display import display_name
 from app.errors import AppError
-from app.services import collections
+from app.services import collections, dispatch, jobs
+from app.settings import Settings
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 from worker.ingest.store import KINDS, PRESENT, REFUSED, STORED, IngestOptions, pdf_paths
 from worker.jobs.ingest import IngestOutcome, ingest_file
@@ -23,6 +26,8 @@ from worker.jobs.recovery import fail_jobs_of_dead_processes
 from worker.model.embedder import SharedEmbedder
 from worker.model.source import ModelNotFoundError, resolve_model_path
 from worker.model.tokens import token_counter_for
+
+logger = logging.getLogger(__name__)
 
 commands = typer.Typer()
 
@@ -72,6 +77,7 @@ def ingest(
         with contextlib.suppress(Exception):  # housekeeping: never a reason not to ingest
             fail_jobs_of_dead_processes(sessions=sessions)  # an earlier ingest that was killed
         outcomes = []
+        facts = _FactsQueue(settings, sessions)
         try:
             with Progress(
                 TextColumn("[bold]{task.description}"),
@@ -88,25 +94,78 @@ def ingest(
                     def on_stage(stage: str, name: str = display_name(path.name)) -> None:
                         progress.update(task, stage=f"{escape(name)}: {stage}")
 
-                    outcomes.append(
-                        ingest_file(
-                            path,
-                            sessions=sessions,
-                            options=options,
-                            count_tokens=count_tokens,
-                            on_stage=on_stage,
-                            embedder=embedder,
-                        )
+                    outcome = ingest_file(
+                        path,
+                        sessions=sessions,
+                        options=options,
+                        count_tokens=count_tokens,
+                        on_stage=on_stage,
+                        embedder=embedder,
                     )
+                    outcomes.append(outcome)
+                    facts.send(outcome)
                     progress.advance(task)
                 progress.update(task, stage="done")
         finally:
             engine.dispose()
         _print_outcomes(outcomes, missing)
+        _print_facts_queued(outcomes, facts)
         if collection is not None:
             _into_collection(settings, collection, outcomes)
         if not any(outcome.status in (STORED, PRESENT) for outcome in outcomes):
             raise typer.Exit(1)
+
+
+class _FactsQueue:
+    """Sends the key-facts job created with each newly stored document (worker/jobs/ingest.py) to
+    the workers, as every client queues a job. A broker that cannot be reached fails the job with
+    its sentence (app.services.dispatch); it is then not asked again in this batch (each try
+    waits seconds): the next files' facts jobs are failed with the same sentence at once."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+        self.settings, self.sessions = settings, sessions
+        self.num_queued = 0
+        self.broker_down: str | None = None
+
+    def send(self, outcome: IngestOutcome) -> None:
+        job_id = outcome.facts_job_id
+        if job_id is None:
+            return
+        try:
+            with self.sessions() as session:
+                if self.broker_down is not None:
+                    jobs.fail_job(
+                        session=session,
+                        job_id=job_id,
+                        error_code=dispatch.BrokerUnavailable.code,
+                        sentence=self.broker_down,
+                    )
+                    session.commit()
+                    return
+                job = jobs.get_job(session=session, job_id=job_id)
+                if job is None:
+                    return
+                dispatch.queue_job(settings=self.settings, session=session, job=job)
+                self.num_queued += 1
+        except dispatch.BrokerUnavailable as error:
+            self.broker_down = str(error)
+        except Exception as error:  # the database is busy or gone: the document is stored anyway
+            logger.warning("key-facts job %s not queued: %s", job_id, type(error).__name__)
+
+
+def _print_facts_queued(outcomes: list[IngestOutcome], facts: _FactsQueue) -> None:
+    num_created = sum(o.facts_job_id is not None for o in outcomes)
+    if facts.num_queued:
+        console.print(
+            f"Key facts queued for {facts.num_queued} document(s); the worker extracts them "
+            "(`longdoc up` runs it; see them with `longdoc facts ID`)."
+        )
+    if num_created > facts.num_queued:
+        console.print(
+            f"[yellow]Key facts were not queued for {num_created - facts.num_queued} "
+            f"document(s). {escape(facts.broker_down or '')} Once it runs, "
+            "`longdoc facts ID --run` extracts a document's key facts.[/yellow]"
+        )
 
 
 def _into_collection(settings, name: str, outcomes: list) -> None:

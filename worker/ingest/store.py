@@ -56,6 +56,7 @@ class IngestOptions:
     passage_max_tokens: int = 384
     password: str | None = None
     kind: str = "auto"  # one of KINDS
+    key_facts: bool = True  # a key-facts job follows a newly stored document (settings)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -84,6 +85,7 @@ class IngestOptions:
                 ),
             ),
             passage_max_tokens=settings.passage_max_tokens,
+            key_facts=settings.key_facts_after_ingest,
         )
 
     def for_file(self, *, kind: str | None = None, password: str | None = None) -> IngestOptions:

@@ -9,38 +9,87 @@ Waiting for a slot is not a failure: the task goes back with the same retry coun
 `retry` would spend one of the retries meant for database errors each time, and after eight
 waits fail a job that never ran), and without touching its job row (no run counted, no write:
 twenty waiting summaries would otherwise write to the database ten times a second).
+
+First come, first served: a freed slot goes to the job that has waited longest (the smallest
+job id among those waiting), not to whichever summary happens to ask next, so a contract
+uploaded first is summarized first. A wait is logged once, and its count when the slot is taken.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from celery.app.trace import LOG_RECEIVED
 from celery.exceptions import Retry
+from celery.worker import strategy as celery_strategy
 
 from app.settings import Settings
 from worker import resources
-from worker.jobs.poison import JobTask
+from worker.jobs.poison import JobTask, job_id_of
+
+logger = logging.getLogger(__name__)
 
 # A waiting summary comes back after RETRY_AFTER_S to twice that, at random, so twenty of them
 # do not all ask again in the same instant.
 RETRY_AFTER_S = 2.0
+# A waiting job not seen again for this long is forgotten (its task went to another worker, or
+# its job was deleted): it holds no place in the line any more.
+FORGET_WAITER_AFTER_S = 8 * RETRY_AFTER_S
+WAITING = "waiting for a batch slot"
 
 _lock = threading.Lock()
 _in_use = 0
 
 
+@dataclass
+class _Waiter:
+    first_s: float
+    last_s: float
+    num_waits: int = 0
+
+
+# The jobs of this process waiting for a slot, by job id: ids are given in the order jobs were
+# queued, so the smallest has waited longest.
+_waiting: dict[int, _Waiter] = {}
+
+
 @contextlib.contextmanager
-def slot(settings: Settings) -> Iterator[bool]:
-    """Yields whether a slot was taken (and frees it on exit)."""
+def slot(settings: Settings, job_id: int | None = None) -> Iterator[bool]:
+    """Yields whether a slot was taken (and frees it on exit). First come, first served: a job
+    takes a slot only where one is left after one for each older job (smaller id) still waiting,
+    so one queued later never overtakes it."""
     global _in_use
+    waited, num_waits = None, 0
     with _lock:
-        taken = _in_use < settings.num_model_batch_slots
+        now = time.monotonic()
+        for stale in [k for k, w in _waiting.items() if now - w.last_s > FORGET_WAITER_AFTER_S]:
+            del _waiting[stale]
+        older = 0 if job_id is None else sum(1 for waiting in _waiting if waiting < job_id)
+        taken = _in_use + older < settings.num_model_batch_slots
         if taken:
             _in_use += 1
+            waited = _waiting.pop(job_id, None) if job_id is not None else None
+        elif job_id is not None:
+            waiter = _waiting.setdefault(job_id, _Waiter(now, now))
+            waiter.last_s, waiter.num_waits = now, waiter.num_waits + 1
+            num_waits = waiter.num_waits
+    if waited is not None:
+        times = "once" if waited.num_waits == 1 else f"{waited.num_waits} times"
+        logger.info(
+            "job %s took a batch slot after waiting %s (%.0f s)",
+            job_id,
+            times,
+            now - waited.first_s,
+        )
+    elif num_waits == 1:
+        logger.info("job %s waits for a batch slot (all in use or kept for older jobs)", job_id)
     try:
         yield taken
     finally:
@@ -49,20 +98,60 @@ def slot(settings: Settings) -> Iterator[bool]:
                 _in_use -= 1
 
 
+# Task ids of this process's tasks sent back to wait for a slot, and when: Celery's "Task ...
+# received" line for each return is left out (_NoWaitReceivedLines), a line every few seconds
+# per waiting summary otherwise.
+_sent_back: dict[str, float] = {}
+
+
+class _NoWaitReceivedLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.msg != LOG_RECEIVED or not isinstance(args, dict):
+            return True
+        with _lock:
+            return args.get("id") not in _sent_back
+
+
+_RECEIVED_LINES = _NoWaitReceivedLines()
+
+
+def quiet_wait_lines() -> None:
+    """Install the filter on Celery's "received" log (once; the worker's tasks module calls it)."""
+    strategy_logger = logging.getLogger(celery_strategy.__name__)
+    if _RECEIVED_LINES not in strategy_logger.filters:
+        strategy_logger.addFilter(_RECEIVED_LINES)
+
+
+def _note_sent_back(task_id: str | None, *, waiting: bool) -> None:
+    now = time.monotonic()
+    with _lock:
+        for stale in [k for k, t in _sent_back.items() if now - t > FORGET_WAITER_AFTER_S]:
+            del _sent_back[stale]
+        if task_id is None:
+            return
+        if waiting:
+            _sent_back[task_id] = now
+        else:
+            _sent_back.pop(task_id, None)
+
+
 class BatchJobTask(JobTask):
     """A job task that runs only while it holds a batch slot (summaries, key facts)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with slot(resources.settings()) as has_slot:
+        with slot(resources.settings(), job_id_of(args, kwargs)) as has_slot:
+            _note_sent_back(self.request.id, waiting=not has_slot)
             if not has_slot:
                 raise come_back_later(self)
             return super().__call__(*args, **kwargs)
 
 
 def come_back_later(task: Any) -> Retry:
-    """Send the task again in a few seconds with its retry count unchanged; the Retry to raise."""
+    """Send the task again in a few seconds with its retry count unchanged; the Retry to raise
+    (Celery's own line for it is left out: worker/jobs/poison.py; `slot` logs the wait once)."""
     request = task.request
     after_s = random.uniform(RETRY_AFTER_S, 2 * RETRY_AFTER_S)
     again = task.signature_from_request(request, countdown=after_s, retries=request.retries)
     again.apply_async()
-    return Retry(when=after_s, sig=again)
+    return Retry(WAITING, when=after_s, sig=again)

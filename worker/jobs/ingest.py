@@ -76,9 +76,9 @@ def run_ingest(
     task_id: str | None = None,
     embedder: Embedder | None = None,
 ) -> runner.RunOutcome:
-    """Parse, split and store the PDF of the job's params (app.services.jobs.IngestParams);
-    with then_summarize (then_facts), a summarize (key-facts) job for the document is created as
-    a follow-up. With an `embedder`, the passages are stored with their vectors."""
+    """Parse, split and store the PDF of the job's params (app.services.jobs.IngestParams); a
+    newly stored document gets a key-facts job as a follow-up, and with then_summarize a
+    summarize job too. With an `embedder`, the passages are stored with their vectors."""
     job = runner._begin(job_id, JobKind.INGEST, sessions, task_id)
     if job is None:
         return runner.RunOutcome(job_id, runner.MISSING)
@@ -227,17 +227,29 @@ def _ingest_into_job(
             document = read
         else:
             document = store_read(session, read, files_dir=options.files_dir, on_stage=on_stage)
-        stats = _finish_with_follow_ups(session, job_id, document, params)
+        stats = _finish_with_follow_ups(
+            session, job_id, document, params, key_facts=options.key_facts
+        )
         session.commit()
     return _Ingested(document, stats)
 
 
 def _finish_with_follow_ups(
-    session: Session, job_id: int, document: StoredDocument, params: IngestParams
+    session: Session,
+    job_id: int,
+    document: StoredDocument,
+    params: IngestParams,
+    *,
+    key_facts: bool,
 ) -> dict:
-    """Finish the ingest job and create its follow-ups (flushed, not committed); its stats."""
+    """Finish the ingest job and create its follow-ups (flushed, not committed); its stats.
+
+    Every newly stored document gets its key-facts job here, whichever way it came in (upload,
+    inbox, `longdoc ingest`): the one place that decides it, so none is created twice; unless
+    `key_facts` is off (setting key_facts_after_ingest). The caller sends it (worker/tasks.py's
+    ingest task; the command line, worker/cli/ingest.py)."""
     stats = dict(document.stats)
-    if params.then_facts and document.status == STORED:
+    if key_facts and document.status == STORED:
         facts_job = jobs.create_job(
             session=session, kind=JobKind.FACTS, document_id=document.document_id
         )

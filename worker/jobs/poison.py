@@ -24,12 +24,16 @@ import logging
 from typing import Any
 
 from celery import Task
+from celery.app import trace as celery_trace
+from celery.app.trace import LOG_RETRY
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobStatus
 from app.db.retry import is_lock_error, with_lock_retries
+from app.db.session import write_transaction
 from app.errors import DatabaseBusy
 from app.services import jobs
+from app.services.dispatch import TASK_FOR_KIND
 from worker import resources
 
 logger = logging.getLogger(__name__)
@@ -43,11 +47,54 @@ _DIED = (
 _UNEXPECTED = "An unexpected error stopped this job; see the worker's log for job {job_id}."
 
 
+class _NoPerAttemptRetryLines(logging.Filter):
+    """Leaves out Celery's line for each retry of a job task ("Task longdoc.summarize[...] retry:
+    Retry in 3.5s"), hundreds when summaries wait for a slot or the database is busy: JobTask
+    and worker/jobs/batch_slots.py log a job's retries themselves, once, with their count."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (
+            record.msg == LOG_RETRY and isinstance(args, dict) and args.get("name") in _JOB_TASKS
+        )
+
+
+_JOB_TASKS = frozenset(TASK_FOR_KIND.values())
+_RETRY_LINES = _NoPerAttemptRetryLines()
+
+
+def quiet_retry_lines() -> None:
+    """Install the filter on Celery's task log (once; the worker's tasks module calls it)."""
+    trace_logger = logging.getLogger(celery_trace.__name__)
+    if _RETRY_LINES not in trace_logger.filters:
+        trace_logger.addFilter(_RETRY_LINES)
+
+
 class JobTask(Task):
-    """The base of the tasks that take a job id: counts runs, and ends the job on a failure."""
+    """The base of the tasks that take a job id: counts runs, and ends the job on a failure.
+    A job's retries (Celery's autoretry, on database errors) are logged once when the first
+    happens and once with their count when the job's task ends."""
+
+    def on_retry(
+        self, exc: BaseException | None, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        if exc is None:
+            return  # a summary waiting for a batch slot: worker/jobs/batch_slots.py logs those
+        job_id, retries = job_id_of(args, kwargs), self.request.retries + 1
+        # One line for the first, and the count when the task ends (after_return); no more.
+        log = logger.warning if retries == 1 else logger.debug
+        log("job %s: %s, its task runs again (retry %d)", job_id, type(exc).__name__, retries)
+
+    def after_return(
+        self, status: str, retval: Any, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        retries = self.request.retries
+        if retries and status != "RETRY":
+            job_id = job_id_of(args, kwargs)
+            logger.info("job %s: its task ended (%s) after %d retries", job_id, status, retries)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        job_id = _job_id(args, kwargs)
+        job_id = job_id_of(args, kwargs)
         if job_id is None:
             return super().__call__(*args, **kwargs)
         sessions = resources.sessions()
@@ -63,7 +110,7 @@ class JobTask(Task):
     ) -> None:
         # Celery gave up on the task (retries spent, or an error outside the runner): the job
         # must not stay "running" or "queued" for ever.
-        job_id = _job_id(args, kwargs)
+        job_id = job_id_of(args, kwargs)
         if job_id is not None:
             end_job_after_error(job_id, exc, sessions=resources.sessions())
 
@@ -73,6 +120,7 @@ def begin_run(job_id: int, *, sessions: sessionmaker[Session], max_deaths: int) 
 
     def attempt() -> bool:
         with sessions() as session:
+            write_transaction(session)
             job = session.get(Job, job_id)
             if job is None or job.status == JobStatus.SUCCEEDED:
                 return True  # the runner skips it
@@ -101,6 +149,7 @@ def end_run(job_id: int, *, sessions: sessionmaker[Session]) -> None:
 
     def attempt() -> None:
         with sessions() as session:
+            write_transaction(session)
             job = session.get(Job, job_id)
             if job is not None:
                 job.num_unfinished_runs = max(0, (job.num_unfinished_runs or 0) - 1)
@@ -121,6 +170,7 @@ def end_job_after_error(job_id: int, error: BaseException, *, sessions: sessionm
 
     def attempt() -> None:
         with sessions() as session:
+            write_transaction(session)
             job = session.get(Job, job_id)
             if job is not None and job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
                 jobs.fail_job(session=session, job_id=job_id, error_code=code, sentence=sentence)
@@ -138,6 +188,6 @@ def _max_deaths() -> int:
     return resources.settings().max_worker_deaths
 
 
-def _job_id(args: Any, kwargs: Any) -> int | None:
+def job_id_of(args: Any, kwargs: Any) -> int | None:
     job_id = (kwargs or {}).get("job_id", args[0] if args else None)
     return job_id if isinstance(job_id, int) else None

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, DocumentStatus, Job, JobKind, JobStatus
 from app.db.retry import is_lock_error
+from app.db.session import write_transaction
 from app.display import typed_text
 from app.errors import DatabaseBusy
 from app.services import documents, jobs, results
@@ -40,6 +41,7 @@ from pipelines.retrieval.evidence import Evidence
 from pipelines.retrieval.hybrid import index_for
 from pipelines.summary.key_passages import key_passages
 from pipelines.summary.summarize import SummaryResult, summarize
+from worker import resources
 from worker.jobs import run_claim
 from worker.jobs.document_inputs import document_input
 from worker.jobs.known_facts import known_facts, lead_rows
@@ -53,7 +55,19 @@ logger = logging.getLogger(__name__)
 
 SUCCEEDED, FAILED, SKIPPED, MISSING = "succeeded", "failed", "skipped", "missing"
 _UNEXPECTED = "An unexpected error stopped this job; see the worker's log for job {job_id}."
-_TIMED_OUT = "This job ran longer than the time limit ({limit}) and was stopped."
+_TIMED_OUT = (
+    "This {kind} job ran longer than its time limit of {limit} and was stopped; "
+    "{setting} allows more."
+)
+# The time-limit sentence's name for a job, by the `what` its runner passes, and the setting of
+# its limit (worker/celery_app.py: ingest_time_limit_s for ingests, model_time_limit_s else).
+_KIND_OF_WORK = {
+    "ingest": "ingest",
+    "summarize": "summary",
+    "answer": "question",
+    "collection question": "collection question",
+    "key facts": "key-facts",
+}
 
 ModelFactory = Callable[[], ChatModel]
 T = TypeVar("T")
@@ -278,6 +292,7 @@ def _run_model_job(
     except Exception as error:
         return _fail_from(error, job_id, sessions, what)
     with sessions() as session:
+        write_transaction(session)
         # In the saving transaction: a result is never saved for a job or document that was
         # deleted (or a job another run took over) while this run computed it.
         if not run_claim.holds(session, claim):
@@ -318,6 +333,7 @@ def _begin_model_job(
     if job is None or job.status == JobStatus.SUCCEEDED:
         return RunOutcome(job_id, MISSING if job is None else SKIPPED)
     with sessions() as session:
+        write_transaction(session)
         if is_saved(session=session, job_id=job_id):
             jobs.finish_job(session=session, job_id=job_id)
             session.commit()
@@ -330,6 +346,7 @@ def _begin(
 ) -> Job | None:
     """The job, marked running unless it already succeeded; detached with its columns loaded."""
     with sessions() as session:
+        write_transaction(session)
         job = jobs.get_job(session=session, job_id=job_id)
         if job is None:
             logger.warning("job %s does not exist (its document was deleted?)", job_id)
@@ -428,12 +445,33 @@ def _failure(
         # The model server's faults (down, the key, busy, a bad reply): host and status only.
         return error.code, error.sentence
     if isinstance(error, SoftTimeLimitExceeded):
-        return "timed_out", _TIMED_OUT.format(limit=what)
+        return "timed_out", timed_out_sentence(what)
     if is_lock_error(error):
         raise error
     logger.error("%s job %s failed unexpectedly: %s", what, job_id, type(error).__name__)
     logger.debug("%s job %s traceback", what, job_id, exc_info=True)
     return "internal_error", unexpected or _UNEXPECTED.format(job_id=job_id)
+
+
+def timed_out_sentence(what: str) -> str:
+    """The sentence of a job stopped at its Celery time limit, naming its own kind and limit."""
+    settings = resources.settings()
+    field = "ingest_time_limit_s" if what == "ingest" else "model_time_limit_s"
+    return _TIMED_OUT.format(
+        kind=_KIND_OF_WORK.get(what, what),
+        limit=_duration(float(getattr(settings, field))),
+        setting=f"LONGDOC_{field.upper()}",
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return f"{hours} hour{'' if hours == 1 else 's'}"
+    if seconds >= 60 and seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'' if minutes == 1 else 's'}"
+    return f"{seconds:g} seconds"
 
 
 def _engine_code(error: EngineError) -> str:

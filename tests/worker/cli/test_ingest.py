@@ -10,9 +10,11 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from app.db.models import Document, Job, JobStatus
+from app.db.models import Document, Job, JobKind, JobStatus
 from app.db.session import make_engine, session_factory
+from app.services import dispatch
 from app.settings import get_settings
+from tests.app.test_dispatch import take_message
 from tests.pipelines import pdf_factory
 from worker.cli import cli
 
@@ -72,7 +74,8 @@ def test_ingest_folder_reports_each_file_and_goes_on(env, tmp_path, count_tokens
     jobs, stored = _jobs_and_documents()
     assert [d.file_name for d in stored] == ["a.pdf"]
     assert stored[0].kind == "medical"
-    assert sorted(j.status for j in jobs) == ["failed", "succeeded", "succeeded"]
+    ingests = [j for j in jobs if j.kind == JobKind.INGEST]  # the stored one's key facts: queued
+    assert sorted(j.status for j in ingests) == ["failed", "succeeded", "succeeded"]
 
     listing = runner.invoke(cli, ["docs"])
     assert listing.exit_code == 0 and "a.pdf" in listing.output
@@ -111,6 +114,7 @@ def test_whole_corpus_is_stored_or_refused_with_a_reason(env, count_tokens) -> N
     assert "Traceback" not in run.stdout + run.stderr
     pdfs = sorted(p for name in CORPUS_FOLDERS for p in (CORPUS / name).glob("*.pdf"))
     jobs, stored = _jobs_and_documents()
+    jobs = [j for j in jobs if j.kind == JobKind.INGEST]  # not the stored ones' key facts
     assert len(jobs) == len(pdfs)
     refused = Counter(j.error_code for j in jobs if j.status == JobStatus.FAILED)
     assert set(refused) <= TYPED_REFUSALS, refused
@@ -137,3 +141,52 @@ def test_whole_corpus_is_stored_or_refused_with_a_reason(env, count_tokens) -> N
     assert "0 refused" not in again.stdout  # encrypted-file.pdf still needs its unknown password
     _, stored_after = _jobs_and_documents()
     assert len(stored_after) > len(stored)
+
+
+def test_a_stored_file_gets_its_key_facts_job_queued_for_the_workers(env, tmp_path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pdf_factory.text_pdf(folder, ["This lease is governed by the laws of Oregon."], name="a.pdf")
+    assert runner.invoke(cli, ["db", "upgrade"]).exit_code == 0
+
+    first = runner.invoke(cli, ["ingest", str(folder)])
+    again = runner.invoke(cli, ["ingest", str(folder)])  # already present: no second facts job
+
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert "Key facts queued for 1 document(s)" in first.output
+    assert "Key facts" not in again.output
+    jobs, (document,) = _jobs_and_documents()
+    (facts,) = [j for j in jobs if j.kind == JobKind.FACTS]
+    assert (facts.status, facts.document_id, facts.task_id is not None) == (
+        JobStatus.QUEUED,
+        document.id,
+        True,
+    )
+    message = take_message(get_settings(), dispatch.QUEUE_GPU_BATCH)
+    assert (message["headers"]["task"], message["body"][0]) == (dispatch.TASK_FACTS, [facts.id])
+    with pytest.raises(AssertionError, match="no message"):
+        take_message(get_settings(), dispatch.QUEUE_GPU_BATCH, timeout_s=1.0)
+
+
+def test_with_the_broker_down_the_files_are_stored_and_their_facts_jobs_say_why(
+    env, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONGDOC_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    get_settings.cache_clear()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.pdf", "b.pdf"):
+        pdf_factory.text_pdf(folder, [f"Lease {name} is governed by Oregon law."], name=name)
+    assert runner.invoke(cli, ["db", "upgrade"]).exit_code == 0
+
+    result = runner.invoke(cli, ["ingest", str(folder)])
+
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "2 stored" in said
+    assert "Key facts were not queued for 2 document(s)" in said
+    assert "could not reach its task queue" in said
+    jobs, stored = _jobs_and_documents()
+    facts = [j for j in jobs if j.kind == JobKind.FACTS]
+    assert len(stored) == 2 and len(facts) == 2
+    assert {(j.status, j.error_code) for j in facts} == {(JobStatus.FAILED, "broker_unavailable")}

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobKind
@@ -77,6 +78,38 @@ def test_writing_progress_is_throttled_but_its_end_always_committed(sessions) ->
     assert _row(sessions, job_id) == ("writing", 50, 100)
     writing(WritingProgress("summary", 100, 100, 0, 1))  # the end, at once
     assert _row(sessions, job_id) == ("writing", 100, 100)
+
+
+def test_a_jobs_progress_is_written_at_most_once_a_second_whoever_reports_it(
+    sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id, other_id = _new_job(sessions), _new_job(sessions)
+    now = [100.0]
+    monkeypatch.setattr(job_progress, "_clock", lambda: now[0])
+    writes: list[str] = []
+    event.listen(
+        sessions.kw["bind"],
+        "after_cursor_execute",
+        lambda _c, _cur, statement, *_: (
+            writes.append(statement) if statement.startswith("UPDATE jobs") else None
+        ),
+    )
+    prefill = job_progress.ThrottledProgress(sessions, job_id, "summarizing")
+
+    for step in range(100):  # two callbacks of one job, 100 reports each within 0.99 s
+        now[0] = 100.0 + step * 0.0099
+        prefill(step, 1000)
+        job_progress.record_progress(sessions, job_id, "summarizing", step, 1000)
+    assert len(writes) == 1
+    job_progress.record_progress(sessions, other_id, "summarizing", 5, 1000)  # its own second
+    assert len(writes) == 2
+    now[0] = 101.0
+    job_progress.record_progress(sessions, job_id, "summarizing", 500, 1000)
+    job_progress.record_progress(sessions, job_id, "summarizing", 600, 1000)
+    assert len(writes) == 3 and _row(sessions, job_id) == ("summarizing", 500, 1000)
+    job_progress.record_progress(sessions, job_id, "writing", 1, 100)  # a new stage: at once
+    job_progress.record_progress(sessions, job_id, "writing", 100, 100)  # its end: at once
+    assert len(writes) == 5 and _row(sessions, job_id) == ("writing", 100, 100)
 
 
 def test_a_deleted_job_stops_the_writing(sessions) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import FactSource, Job, JobKind, JobStatus
 from app.services import facts as fact_service
 from app.services import jobs
+from app.settings import get_settings
 from pipelines.facts.fields import schema_for
 from tests.pipelines import pdf_factory
 from tests.pipelines.facts_documents import CONTRACT_PAGES, ScriptedModel
@@ -72,7 +74,8 @@ def test_ingest_creates_the_facts_job_and_it_saves_each_field_once(
 
     assert (first.status, again.status) == (runner.SUCCEEDED, runner.SKIPPED)
     num_fields = len(schema_for("contract"))
-    assert progress[-1] == (num_fields, num_fields) and len(progress) >= num_fields
+    # Written at most once a second (worker/jobs/progress.py), the end always.
+    assert progress[-1] == (num_fields, num_fields)
     with sessions() as session:
         job = session.get(Job, job_id)
         assert job.status == JobStatus.SUCCEEDED and job.stats["subkind"] == "contract"
@@ -153,3 +156,60 @@ def test_the_real_model_finds_the_governing_law_on_its_page(
         1,
     )
     assert "Quillfeather Instruments, Inc." in facts["parties"].value
+
+
+def test_a_job_stopped_at_its_time_limit_says_its_own_kind_and_limit(
+    sessions, tmp_path, count_tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONGDOC_MODEL_TIME_LIMIT_S", "7200")
+    get_settings.cache_clear()
+    ingest = _ingest_with_facts(sessions, tmp_path, count_tokens)
+    with sessions() as session:
+        document_id = session.get(Job, ingest.facts_job_id).document_id
+        summary = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document_id)
+        answer = jobs.create_job(
+            session=session,
+            kind=JobKind.ANSWER,
+            document_id=document_id,
+            params={"question": "Which law governs?"},
+        )
+        session.commit()
+
+    def stopped():  # Celery's soft time limit, raised in the task where it stands
+        raise SoftTimeLimitExceeded()
+
+    try:
+        runner_facts.run_facts(ingest.facts_job_id, sessions=sessions, model_factory=stopped)
+        runner.run_summary(summary.id, sessions=sessions, model_factory=stopped, max_new_tokens=8)
+        runner.run_answer(answer.id, sessions=sessions, model_factory=stopped, max_new_tokens=8)
+    finally:
+        get_settings.cache_clear()
+
+    with sessions() as session:
+        rows = [session.get(Job, i) for i in (ingest.facts_job_id, summary.id, answer.id)]
+        assert {(row.status, row.error_code) for row in rows} == {(JobStatus.FAILED, "timed_out")}
+        assert [row.error for row in rows] == [
+            f"This {kind} job ran longer than its time limit of 2 hours and was stopped; "
+            "LONGDOC_MODEL_TIME_LIMIT_S allows more."
+            for kind in ("key-facts", "summary", "question")
+        ]
+
+
+def test_with_key_facts_after_ingest_off_no_facts_job_follows(
+    sessions, tmp_path, count_tokens
+) -> None:
+    path = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES, name="supply.pdf")
+    with sessions() as session:
+        job = jobs.create_job(
+            session=session, kind=JobKind.INGEST, params={"path": str(path), "file_name": "s.pdf"}
+        )
+        session.commit()
+    options = IngestOptions(files_dir=tmp_path / "files", passage_max_tokens=96, key_facts=False)
+
+    outcome = runner_ingest.run_ingest(
+        job.id, sessions=sessions, options=options, count_tokens=count_tokens
+    )
+
+    assert outcome.status == runner.SUCCEEDED and outcome.facts_job_id is None
+    with sessions() as session:
+        assert jobs.list_jobs(session=session, kind=JobKind.FACTS) == []
