@@ -24,9 +24,10 @@ import torch
 from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer, StopStrings
 from engine.device_memory import peak_bytes, reset_peak
-from engine.errors import EngineError, PromptTooLongError
+from engine.errors import EngineError, PromptTooLongError, UnsupportedModelError
 from engine.loader import resolve_checkpoint
 from engine.loop_detector import LoopDetector
+from engine.models import ModelArgs
 from engine.oom_policies import on_out_of_memory
 from engine.placement import CPU, MAIN, Placement, build_placement, resolve_device, resolve_dtype
 from engine.request import (
@@ -81,7 +82,7 @@ class LLMEngine:
         self.model_args = self._main.runner.model.args
         self.model_shape = self._main.shape
         self.attention_backend = self._main.runner.backend.name
-        self.max_model_len = config.max_model_len or self.model_args.max_position_embeddings
+        self.max_model_len = _max_model_len(config.max_model_len, self.model_args)
         self._cpu_placement: Placement | None = None
         self._requests: dict[int, Request] = {}
         # Read by the pipelines (tokens taken, or ended), text not yet made; the engine's own.
@@ -275,9 +276,15 @@ class LLMEngine:
                 f"(0 to {self.model_args.vocab_size - 1})."
             )
         if len(prompt) >= self.max_model_len:
+            window = self.model_args.ignored_sliding_window
+            why = (
+                " (its sliding attention window, which the engine does not apply beyond)"
+                if window is not None and window <= self.max_model_len
+                else ""
+            )
             raise PromptTooLongError(
                 f"The prompt has {len(prompt)} tokens; the model takes at most "
-                f"{self.max_model_len} including the answer."
+                f"{self.max_model_len}{why} including the answer."
             )
         blocks = self._main.blocks
         if blocks.num_blocks_for(len(prompt) + 1) > blocks.num_blocks:
@@ -377,3 +384,15 @@ class LLMEngine:
 
 def _indexed(on_token: Callable[[int, int, str], None], index: int) -> TokenCallback:
     return lambda token_id, delta: on_token(index, token_id, delta)
+
+
+def _max_model_len(configured: int | None, args: ModelArgs) -> int:
+    """The configured context, or the model's; never beyond a sliding window we do not apply."""
+    window = args.ignored_sliding_window
+    if configured is not None and window is not None and configured > window:
+        raise UnsupportedModelError(
+            f"The model attends within a sliding window of {window} tokens, which the engine "
+            f"does not implement: it runs this model up to {window} tokens, not the configured "
+            f"max_model_len of {configured}."
+        )
+    return configured or args.max_context

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from safetensors import safe_open
 from engine.errors import ModelLoadError
 from engine.gguf_convert import convert_gguf
 from engine.models import LlamaModel, ModelArgs
+
+SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 def resolve_checkpoint(model_path: Path, model_cache_dir: Path | None) -> Path:
@@ -70,14 +73,39 @@ def load_model(
     return model.eval().requires_grad_(False), args
 
 
+def safetensors_files(folder: Path) -> list[Path]:
+    """The checkpoint's weight files: the shards its index (model.safetensors.index.json) names,
+    else model.safetensors, else every *.safetensors but Mistral's consolidated.safetensors (the
+    same weights in another naming, shipped beside the HF files)."""
+    folder = Path(folder)
+    index = folder / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelLoadError(f"Could not read the weights index {index}: {exc}.") from exc
+        files = [folder / name for name in sorted(set(weight_map.values()))]
+        missing = [path.name for path in files if not path.is_file()]
+        if missing:
+            raise ModelLoadError(
+                f"The weights index {index} names shards that are not in {folder}: "
+                f"{', '.join(missing)}."
+            )
+        return files
+    if (folder / "model.safetensors").is_file():
+        return [folder / "model.safetensors"]
+    files = sorted(folder.glob("*.safetensors"))
+    hf_files = [path for path in files if not path.name.startswith("consolidated")]
+    if not files:
+        raise ModelLoadError(f"No *.safetensors weights in {folder}.")
+    return hf_files or files
+
+
 def _read_state_dict(
     folder: Path, args: ModelArgs, *, device: torch.device, dtype: torch.dtype
 ) -> dict[str, torch.Tensor]:
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise ModelLoadError(f"No *.safetensors weights in {folder}.")
     raw: dict[str, torch.Tensor] = {}
-    for path in files:
+    for path in safetensors_files(folder):
         with safe_open(str(path), framework="pt", device=str(device)) as handle:
             for name in handle.keys():  # noqa: SIM118 (safe_open is not a dict)
                 key = name.removeprefix("model.")
@@ -90,6 +118,9 @@ def _prepare_state_dict(
 ) -> dict[str, torch.Tensor]:
     if args.tie_word_embeddings:
         raw.pop("lm_head.weight", None)
+    # Older Llama checkpoints store their RoPE frequencies; we compute them (init_rope).
+    for name in [name for name in raw if name.endswith("rotary_emb.inv_freq")]:
+        del raw[name]
     try:
         return _fuse_projections(raw, args.num_layers)
     except KeyError as exc:
@@ -104,6 +135,7 @@ def _fuse_projections(raw: dict[str, torch.Tensor], num_layers: int) -> dict[str
             names = [f"{prefix}self_attn.{p}_proj.{kind}" for p in ("q", "k", "v")]
             if kind == "weight" or names[0] in raw:
                 raw[f"{prefix}self_attn.qkv_proj.{kind}"] = torch.cat([raw.pop(n) for n in names])
-        gate_up = [f"{prefix}mlp.{p}_proj.weight" for p in ("gate", "up")]
-        raw[f"{prefix}mlp.gate_up_proj.weight"] = torch.cat([raw.pop(n) for n in gate_up])
+            gate_up = [f"{prefix}mlp.{p}_proj.{kind}" for p in ("gate", "up")]
+            if kind == "weight" or gate_up[0] in raw:
+                raw[f"{prefix}mlp.gate_up_proj.{kind}"] = torch.cat([raw.pop(n) for n in gate_up])
     return raw

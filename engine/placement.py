@@ -81,7 +81,7 @@ def build_placement(
         head_dim=args.head_dim,
         vocab_size=args.vocab_size,
     )
-    max_len = max_model_len or args.max_position_embeddings
+    max_len = max_model_len or args.max_context
     dtype_bytes = torch.tensor([], dtype=dtype).element_size()
     num_blocks = plan_num_blocks(
         shape=shape,

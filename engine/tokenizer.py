@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.errors import EngineError
 from engine.loader import load_tokenizer
 
 ZERO_WIDTH_SPACE = "\u200b"
@@ -33,6 +34,11 @@ class ChatTokenizer:
         """Token ids of a chat, ending with the assistant's turn prompt. A control string such
         as <|im_start|> inside a message's text (a document's, a question's) stays text: it is
         broken by a zero-width space, so it can never open a turn of its own."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise EngineError(
+                "The checkpoint's tokenizer has no chat template (a base model rather than an "
+                "instruct one?); the engine needs one to build its prompts."
+            )
         safe = [{**m, "content": self._defuse(m.get("content", ""))} for m in messages]
         encoded = self.tokenizer.apply_chat_template(
             safe, add_generation_prompt=True, tokenize=True

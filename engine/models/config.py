@@ -9,13 +9,16 @@ from typing import Any
 
 from engine.errors import ModelLoadError, UnsupportedModelError
 
-# config.json `model_type` -> what differs from plain Llama.
+# config.json `model_type` -> what differs from plain Llama, as transformers builds each family:
+# which projections have biases (None: as config.json's `attention_bias` / `mlp_bias` say, False
+# when absent; True/False: always, whatever it says) and whether q and k are RMS-normed per head.
 SUPPORTED_MODEL_TYPES: dict[str, dict[str, Any]] = {
-    "llama": {},  # Llama 2/3/3.1/3.2, SmolLM2, TinyLlama
-    "mistral": {},
-    "qwen2": {"attention_bias": True},
-    "qwen3": {"qk_norm": True},
+    "llama": {"qkv_bias": None, "o_bias": None, "mlp_bias": None},  # Llama 2/3.x, SmolLM2
+    "mistral": {"qkv_bias": False, "o_bias": False, "mlp_bias": False},
+    "qwen2": {"qkv_bias": True, "o_bias": False, "mlp_bias": False},  # Qwen2, Qwen2.5
+    "qwen3": {"qkv_bias": None, "o_bias": None, "mlp_bias": False, "qk_norm": True},
 }
+SUPPORTED_FAMILIES = "Llama 2/3/3.1/3.2/3.3, SmolLM2, Mistral, Qwen2/2.5, Qwen3"
 SUPPORTED_ROPE_TYPES = ("default", "llama3", "linear")
 
 
@@ -35,10 +38,20 @@ class ModelArgs:
     # Empty for plain RoPE; otherwise {"rope_type": "llama3" | "linear", "factor": ..., ...}.
     rope_scaling: dict[str, Any] = field(default_factory=dict)
     tie_word_embeddings: bool = False
-    attention_bias: bool = False
+    attention_bias: bool = False  # q, k and v projections
+    o_bias: bool = False
+    mlp_bias: bool = False
     qk_norm: bool = False
-    # Set when the checkpoint declares a sliding window we do not apply (see from_hf_config).
+    # The sliding window the checkpoint declares, which we do not apply: the context is capped
+    # at it instead (max_context), where full attention is the same computation.
     ignored_sliding_window: int | None = None
+
+    @property
+    def max_context(self) -> int:
+        """The most tokens (prompt and answer) this model computes exactly as it was trained."""
+        if self.ignored_sliding_window is None:
+            return self.max_position_embeddings
+        return min(self.max_position_embeddings, self.ignored_sliding_window)
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
@@ -47,13 +60,9 @@ class ModelArgs:
             archs = ", ".join(cfg.get("architectures") or [model_type or "unknown"])
             raise UnsupportedModelError(
                 f"The model's architecture ({archs}) is not supported; the engine runs "
-                f"{', '.join(sorted(SUPPORTED_MODEL_TYPES))} checkpoints (Llama 2/3, SmolLM2, "
-                "Mistral, Qwen2/2.5, Qwen3)."
+                f"{', '.join(sorted(SUPPORTED_MODEL_TYPES))} checkpoints ({SUPPORTED_FAMILIES})."
             )
-        if cfg.get("hidden_act", "silu") != "silu":
-            raise UnsupportedModelError(
-                f"The model uses the activation {cfg['hidden_act']!r}; the engine implements SwiGLU (silu) only."
-            )
+        _refuse_what_we_do_not_compute(cfg)
         extra = SUPPORTED_MODEL_TYPES[model_type]
         num_heads = cfg["num_attention_heads"]
         rope_theta, rope_scaling = _rope_from_config(cfg)
@@ -71,7 +80,9 @@ class ModelArgs:
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            attention_bias=bool(cfg.get("attention_bias", extra.get("attention_bias", False))),
+            attention_bias=_bias(extra["qkv_bias"], cfg.get("attention_bias")),
+            o_bias=_bias(extra["o_bias"], cfg.get("attention_bias")),
+            mlp_bias=_bias(extra["mlp_bias"], cfg.get("mlp_bias")),
             qk_norm=bool(extra.get("qk_norm", False)),
             ignored_sliding_window=_sliding_window(cfg),
         )
@@ -84,6 +95,35 @@ class ModelArgs:
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"Could not read the model configuration {path}: {exc}.") from exc
         return cls.from_hf_config(cfg)
+
+
+def _bias(fixed: bool | None, configured: Any) -> bool:
+    return bool(configured) if fixed is None else fixed
+
+
+def _refuse_what_we_do_not_compute(cfg: dict[str, Any]) -> None:
+    """Settings of a supported family that would change the computation in ways we do not
+    implement: an error, never a wrong answer."""
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise UnsupportedModelError(
+            f"The model uses the activation {cfg['hidden_act']!r}; the engine implements "
+            "SwiGLU (silu) only."
+        )
+    quantization = cfg.get("quantization_config")
+    if quantization:
+        method = (
+            quantization.get("quant_method", "unknown") if isinstance(quantization, dict) else ""
+        )
+        raise UnsupportedModelError(
+            f"The checkpoint is quantized ({method}); the engine loads bf16, fp16 or fp32 "
+            "weights only: use the unquantized checkpoint."
+        )
+    layer_types = set(cfg.get("layer_types") or ())
+    if layer_types - {"full_attention", "sliding_attention"}:
+        raise UnsupportedModelError(
+            f"The model uses the attention layer types {sorted(layer_types)}; the engine runs "
+            "full (and, within the window, sliding-window) attention only."
+        )
 
 
 def _rope_from_config(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -106,13 +146,18 @@ def _rope_from_config(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
 
 
 def _sliding_window(cfg: dict[str, Any]) -> int | None:
-    """The window the checkpoint asks for and we ignore: we always attend to the full context.
+    """The window the checkpoint asks for, which we do not apply: we attend to the whole context
+    and cap the context at the window (ModelArgs.max_context), within which the two are the same
+    computation.
 
-    Mistral v0.1 declares a 4096-token window; within 4096 tokens full attention is identical, and
-    beyond it full attention is what later Mistral releases use. Qwen2 declares a window but turns
-    it off (`use_sliding_window: false`).
+    Mistral v0.1 declares a 4096-token window (later Mistral releases declare none). Qwen2 and
+    Qwen3 declare one but turn it off (`use_sliding_window: false`); when on, transformers applies
+    it to some layers only, and the cap covers those.
     """
     window = cfg.get("sliding_window")
     if not window or cfg.get("use_sliding_window") is False:
+        return None
+    layer_types = cfg.get("layer_types")
+    if layer_types and "sliding_attention" not in layer_types:
         return None
     return int(window)

@@ -1,4 +1,5 @@
-"""One implementation of the Llama family: Llama 2/3, SmolLM2, Mistral, Qwen2 (qkv bias), Qwen3 (q/k norm).
+"""One implementation of the Llama family: Llama 2/3.x, SmolLM2, Mistral, Qwen2/2.5 (qkv bias),
+Qwen3 (q/k norm per head before RoPE).
 
 Tokens of one sequence are flattened to [T, hidden]; attention (KV cache writes and reads) is done by
 the callable passed to forward, so the model itself holds no cache and no device logic.
@@ -44,7 +45,7 @@ class Attention(nn.Module):
         qkv_out = (args.num_heads + 2 * args.num_kv_heads) * args.head_dim
         # q, k and v in one matrix product (fused at load time).
         self.qkv_proj = Linear(args.hidden_size, qkv_out, bias=args.attention_bias)
-        self.o_proj = Linear(args.num_heads * args.head_dim, args.hidden_size, bias=False)
+        self.o_proj = Linear(args.num_heads * args.head_dim, args.hidden_size, bias=args.o_bias)
         self.q_norm = RMSNorm(args.head_dim, args.rms_norm_eps) if args.qk_norm else None
         self.k_norm = RMSNorm(args.head_dim, args.rms_norm_eps) if args.qk_norm else None
 
@@ -68,8 +69,8 @@ class MLP(nn.Module):
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.intermediate_size = args.intermediate_size
-        self.gate_up_proj = Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
-        self.down_proj = Linear(args.intermediate_size, args.hidden_size, bias=False)
+        self.gate_up_proj = Linear(args.hidden_size, 2 * args.intermediate_size, bias=args.mlp_bias)
+        self.down_proj = Linear(args.intermediate_size, args.hidden_size, bias=args.mlp_bias)
         # Tokens per pass (None: all at once). On the CPU a [T, 2I] intermediate larger than the
         # caches costs more than the extra calls: 512 rows took SmolLM2's MLP at 8K tokens from
         # 152 to 113 ms a layer (bench/results/cpu_matmul.md).

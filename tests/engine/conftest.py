@@ -43,6 +43,9 @@ TINY_CONFIGS: dict[str, dict] = {
             "original_max_position_embeddings": 64,
         },
     },
+    # Llama with every bias transformers' Llama can have (q/k/v/o and the MLP's).
+    "llama_bias": {"model_type": "llama", "attention_bias": True, "mlp_bias": True},
+    "mistral": {"model_type": "mistral", "sliding_window": 4096, "tie_word_embeddings": False},
     "qwen2": {"model_type": "qwen2", "tie_word_embeddings": False},
     "qwen3": {"model_type": "qwen3", "head_dim": 32, "tie_word_embeddings": True},
 }
@@ -69,16 +72,22 @@ def save_byte_tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def save_tiny_model(folder: Path, kind: str, seed: int = 0):
-    """Save a random transformers model of `kind` (a TINY_CONFIGS key) with safetensors."""
+def save_tiny_model(
+    folder: Path, kind: str, seed: int = 0, *, max_shard_size: str | None = None, **overrides
+):
+    """Save a random transformers model of `kind` (a TINY_CONFIGS key) with safetensors; with
+    max_shard_size, in shards with an index (model.safetensors.index.json)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    spec = dict(TINY_CONFIGS[kind])
+    spec = dict(TINY_CONFIGS[kind]) | overrides
     model_type = spec.pop("model_type")
-    config = AutoConfig.for_model(model_type, **TINY_COMMON, **spec)
+    config = AutoConfig.for_model(model_type, **(TINY_COMMON | spec))
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    model.save_pretrained(folder)
+    if max_shard_size is None:
+        model.save_pretrained(folder)
+    else:
+        model.save_pretrained(folder, max_shard_size=max_shard_size)
     save_byte_tokenizer(folder)
     return model
 
