@@ -16,6 +16,7 @@ from worker.cli import (
     health,
     ingest,
     jobs,
+    serve,
     services,
 )
 
@@ -27,7 +28,7 @@ cli = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-for module in (db, documents, ingest, collections, embed, facts, health, jobs, services):
+for module in (db, documents, ingest, collections, embed, facts, health, jobs, services, serve):
     cli.add_typer(module.commands)
 
 
