@@ -35,6 +35,8 @@ class Metrics:
     fallbacks: Any  # Counter: the engine's fallbacks (oom_halved, truncated, cpu), by kind
     ocr_pages: Any  # Counter: pages read by OCR
     redactions: Any  # Counter: redactions found in documents
+    serve_requests: Any  # Counter: `longdoc serve` requests, by endpoint and outcome
+    serve_running: Any  # Gauge: `longdoc serve` requests in the engine now
 
 
 # The queue-depth gauge is collected at each scrape (app/metrics_export.py), not recorded.
@@ -105,6 +107,17 @@ def _make() -> Metrics:
         fallbacks=Counter("longdoc_engine_fallbacks", "The engine's fallbacks, by kind.", ["kind"]),
         ocr_pages=Counter("longdoc_ocr_pages", "Pages whose text was read by OCR."),
         redactions=Counter("longdoc_redactions_found", "Redactions found in documents."),
+        serve_requests=Counter(
+            "longdoc_serve_requests",
+            "Requests to `longdoc serve`, by endpoint and outcome (a finish reason, "
+            "disconnected, or an HTTP error status).",
+            ["endpoint", "outcome"],
+        ),
+        serve_running=Gauge(
+            "longdoc_serve_running_requests",
+            "Requests of `longdoc serve` in the engine now.",
+            multiprocess_mode="livesum",
+        ),
     )
 
 
@@ -150,6 +163,14 @@ def record_model_request(stats: Mapping[str, Any]) -> None:
     for fallback in stats.get("fallbacks") or ():
         kind = fallback.get("kind") if isinstance(fallback, Mapping) else None
         metrics.fallbacks.labels(kind=str(kind or "unknown")).inc()
+
+
+def record_serve_request(endpoint: str, outcome: str) -> None:
+    get().serve_requests.labels(endpoint=endpoint, outcome=outcome).inc()
+
+
+def set_serve_running(count: int) -> None:
+    get().serve_running.set(count)
 
 
 def record_ocr_pages(count: int) -> None:

@@ -165,6 +165,17 @@ class Settings(BaseSettings):
     ui_password_hash: str = Field(default="", pattern=UI_PASSWORD_HASH_PATTERN)
     ui_port: int = Field(default=8501, gt=0, lt=65536)
 
+    # --- `longdoc serve`: our engine over the OpenAI-compatible API (worker/serve/) ---
+    # API keys, comma-separated, and/or a file holding one per line; never logged. Without
+    # any, the server listens on this machine only (127.0.0.1, localhost, ::1).
+    serve_api_keys: SecretStr = SecretStr("")
+    serve_api_keys_file: Path | None = None
+    # Request limits: max_tokens at most this (and prompt + max_tokens within the context), a
+    # request body of at most this many bytes, this many requests at once per key.
+    serve_max_tokens: int = Field(default=4096, gt=0)
+    serve_max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    serve_max_concurrent_per_key: int = Field(default=64, gt=0)
+
     # --- Operations ---
     # Prometheus metrics (app/metrics.py) served on this port by each worker and the UI; None:
     # not served. One process per port: `longdoc up` gives its worker this port, its ingest

@@ -4,7 +4,9 @@ This is how one copy of the weights serves every model task of a GPU worker at o
 threads pool): each task thread submits its prompts and blocks on its handle, while the loop
 thread runs engine steps over all of them together. Callbacks never run on the loop thread:
 token deltas and progress are queued to the handle and delivered in the waiting thread, so a
-slow callback (a database write) never holds up the other requests' steps.
+slow callback (a database write) never holds up the other requests' steps. A waiter that is
+not a thread (an asyncio server) passes `on_event`: the loop thread calls it after queueing each
+event, to wake the waiter; it must be cheap and must not raise (loop.call_soon_threadsafe).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ class RequestHandle:
     """What submit() returns: wait() delivers the callbacks in the calling thread and returns the
     result (or raises the request's error); cancel() aborts it."""
 
-    def __init__(self, loop: EngineLoop) -> None:
+    def __init__(self, loop: EngineLoop, on_event: Callable[[], None] | None = None) -> None:
         self._loop = loop
+        self._on_event = on_event
         self._events: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self.request_id: int | None = None
         self._result: GenerationResult | None = None
@@ -102,6 +105,8 @@ class RequestHandle:
     # Called on the loop thread.
     def _push(self, *event: object) -> None:
         self._events.put(event)
+        if self._on_event is not None:
+            self._on_event()
 
 
 @dataclass
@@ -122,9 +127,14 @@ class EngineLoop:
         self._thread.start()
 
     def submit(
-        self, prompt_token_ids: Sequence[int], params: SamplingParams, *, priority: int = 0
+        self,
+        prompt_token_ids: Sequence[int],
+        params: SamplingParams,
+        *,
+        priority: int = 0,
+        on_event: Callable[[], None] | None = None,
     ) -> RequestHandle:
-        handle = RequestHandle(self)
+        handle = RequestHandle(self, on_event)
         self.post(("add", _Submission(list(prompt_token_ids), params, priority, handle)))
         return handle
 
@@ -147,6 +157,11 @@ class EngineLoop:
             for handle in handles:
                 handle.cancel()
             raise
+
+    @property
+    def num_requests(self) -> int:
+        """Requests in the engine now (added and neither finished nor aborted yet)."""
+        return len(self._handles)
 
     def post(self, message: tuple) -> None:
         self._inbox.put(message)

@@ -102,3 +102,27 @@ def test_polling_requests_in_turn_delivers_each_ones_tokens_as_they_come(llama) 
     ]
     assert handles[0].poll(timeout=0) is results[0]  # done: the same result again, at once
     loop.close()
+
+
+def test_on_event_wakes_a_waiter_that_only_polls_and_num_requests_counts(llama) -> None:
+    """An asyncio server's way: woken by on_event, it takes what has come without waiting."""
+    engine = tiny_engine(llama, chunk_size=64)
+    loop = EngineLoop(engine)
+    woken = threading.Event()
+    handle = loop.submit(
+        _prompt(20, 7), SamplingParams(max_new_tokens=400, ignore_eos=True), on_event=woken.set
+    )
+    tokens: list[int] = []
+    while len(tokens) < 3:
+        assert woken.wait(60)
+        woken.clear()
+        assert handle.poll(on_token=lambda token_id, _d: tokens.append(token_id)) is None
+    assert loop.num_requests == 1
+    handle.cancel()
+    deadline = time.monotonic() + 60
+    while loop.num_requests:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    result = handle.wait(deadline=time.monotonic() + 60)
+    assert result.finish_reason == "abort" and len(result.token_ids) < 400
+    loop.close()

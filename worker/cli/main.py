@@ -17,6 +17,7 @@ from worker.cli import (
     ingest,
     jobs,
     model,
+    serve,
     services,
 )
 
@@ -28,7 +29,19 @@ cli = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-for module in (db, documents, ingest, collections, embed, facts, health, jobs, services, model):
+for module in (
+    db,
+    documents,
+    ingest,
+    collections,
+    embed,
+    facts,
+    health,
+    jobs,
+    services,
+    model,
+    serve,
+):
     cli.add_typer(module.commands)
 
 

@@ -11,6 +11,8 @@ Pool choice:
 - the ingest worker runs prefork: when a child dies mid-task (SIGKILL, the OOM killer) the parent
   is still alive to put the task back on the queue (reject_on_worker_lost).
 - `--pool solo` runs tasks in the worker process itself: for debugging.
+- `--serve-port` runs the OpenAI-compatible API (worker/serve/) in a thread of a threads-pool model
+  worker: its requests are batched with the worker's own tasks in the same engine.
 `longdoc up` runs one worker of each kind.
 """
 
@@ -73,6 +75,17 @@ def worker(
             min=1, max=65535, help="Serve Prometheus metrics here (LONGDOC_METRICS_PORT)."
         ),
     ] = None,
+    serve_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Also serve the engine's OpenAI-compatible API here (as `longdoc serve`).",
+        ),
+    ] = None,
+    serve_host: Annotated[
+        str, typer.Option(help="The API's address; beyond this machine only with a key.")
+    ] = "127.0.0.1",
 ) -> None:
     """Run a worker for the given queues (one engine per pool process, built on first use)."""
     with exit_on_error():
@@ -98,8 +111,23 @@ def worker(
             "--without-mingle",
             "--without-gossip",
         ]
+        if serve_port is not None:
+            _serve_api(settings, serve_host, serve_port, pool=pool, runs_model=runs_model)
         _serve_metrics(settings, metrics_port, pool)
         make_celery(settings).worker_main(argv)
+
+
+def _serve_api(settings: Settings, host: str, port: int, *, pool: str, runs_model: bool) -> None:
+    from worker.serve.run import checked_config, start_in_thread
+
+    if not runs_model or pool != "threads":
+        raise typer.BadParameter(
+            "only a model worker (queues gpu or gpu_batch) on the threads pool serves the API",
+            param_hint="--serve-port",
+        )
+    config = checked_config(settings, host, [])
+    start_in_thread(settings, config, host, port)
+    console.print(f"OpenAI-compatible API on http://{host}:{port}/v1")
 
 
 def _serve_metrics(settings: Settings, port: int | None, pool: str) -> None:

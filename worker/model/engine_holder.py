@@ -20,6 +20,7 @@ import time
 
 from app.settings import Settings
 from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.engine_loop import EngineLoop
 from worker.model.adapter import PRIORITY_BATCH, EngineChatModel
 from worker.model.kernel_build import put_ninja_on_path
 from worker.model.openai_client import OpenAIChatModel, ServerConfig
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _model: EngineChatModel | None = None
+_loop: EngineLoop | None = None
 _built_in_pid: int | None = None
 # With LONGDOC_LLM_BASE_URL set, an OpenAI-compatible server writes instead of the engine: one
 # client per process (its connections and request slots are shared by every task thread).
@@ -74,8 +76,16 @@ def _server_model(settings: Settings) -> OpenAIChatModel:
         return _server
 
 
+def get_engine_loop(settings: Settings) -> EngineLoop:
+    """This process's engine loop, built on first use: the one the model tasks' requests go
+    through, so that `longdoc serve` (worker/serve/) shares their batches."""
+    _shared_model(settings)
+    assert _loop is not None
+    return _loop
+
+
 def _shared_model(settings: Settings) -> EngineChatModel:
-    global _model, _built_in_pid
+    global _model, _loop, _built_in_pid
     with _lock:
         if _model is not None and _built_in_pid == os.getpid():
             return _model
@@ -92,7 +102,8 @@ def _shared_model(settings: Settings) -> EngineChatModel:
             stop_on_loop=settings.generation_stop_on_loop,
             max_phrase_repeats=settings.generation_max_phrase_repeats,
         )
-        _model = EngineChatModel(engine, settings.model, sampling=sampling)
+        _loop = EngineLoop(engine)
+        _model = EngineChatModel(engine, settings.model, loop=_loop, sampling=sampling)
         _built_in_pid = os.getpid()
         logger.info(
             "engine built in pid %d on %s in %.1f s",
@@ -105,7 +116,7 @@ def _shared_model(settings: Settings) -> EngineChatModel:
 
 def reset() -> None:
     """Forget any engine (a new pool child starts clean)."""
-    global _model, _built_in_pid, _server, _server_pid
+    global _model, _loop, _built_in_pid, _server, _server_pid
     with _lock:
-        _model, _built_in_pid = None, None
+        _model, _loop, _built_in_pid = None, None, None
         _server, _server_pid = None, None

@@ -1,0 +1,192 @@
+"""The same client load against OpenAI-compatible servers: `longdoc serve` and, for comparison,
+`transformers serve --continuous-batching` on the same weights (issue 22, part 4).
+
+Usage (from the repository root), with the servers already started:
+    longdoc serve --port 8000
+    transformers serve --continuous-batching --port 8001   # the same checkpoint folder
+    .venv/bin/python bench/serve.py --target longdoc=http://127.0.0.1:8000 \
+        --target transformers=http://127.0.0.1:8001 --label h200
+    .venv/bin/python bench/serve.py --target longdoc=http://127.0.0.1:8000 --smoke   # seconds
+
+For each target and each level of concurrency (1, 16, 64 streams by default) it keeps that many
+streaming chat requests in flight until --rounds x concurrency requests have finished; each
+prompt is about --prompt-tokens tokens (distinct per request, so no prefix cache helps) and asks
+for --new-tokens tokens with vLLM's ignore_eos (a server that ignores it may stop early: the
+tokens counted are the usage's). Measured: output tokens/s over the level (all completion tokens
+/ wall time), time to first token p50/p99 (request sent to first content chunk) and inter-token
+latency p99 (gaps between content chunks; a chunk holding several tokens counts once). Results:
+bench/results/serve_<label>.json; the .md beside it is written by hand from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+]
+
+
+@dataclass
+class One:
+    ttft_s: float | None = None
+    gaps_s: list[float] = field(default_factory=list)
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass
+class Level:
+    target: str
+    concurrency: int
+    requests: int
+    errors: int
+    wall_s: float
+    output_tokens_per_s: float
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p99_s: float | None
+
+
+def prompt_text(index: int, num_tokens: int) -> str:
+    # About one token a word for these words; the index first makes every prompt distinct.
+    words = [f"{index}"] + [WORDS[(index + i) % len(WORDS)] for i in range(num_tokens - 16)]
+    return "Repeat the following words: " + " ".join(words)
+
+
+async def one_request(
+    client: httpx.AsyncClient, url: str, model: str, index: int, args: argparse.Namespace
+) -> One:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt_text(index, args.prompt_tokens)}],
+        "max_tokens": args.new_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
+    result = One()
+    sent = time.perf_counter()
+    last: float | None = None
+    try:
+        async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                result.error = f"HTTP {response.status_code}"
+                return result
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    result.completion_tokens = chunk["usage"]["completion_tokens"]
+                choices = chunk.get("choices") or []
+                if choices and (choices[0].get("delta") or {}).get("content"):
+                    now = time.perf_counter()
+                    if last is None:
+                        result.ttft_s = now - sent
+                    else:
+                        result.gaps_s.append(now - last)
+                    last = now
+    except httpx.HTTPError as error:
+        result.error = type(error).__name__
+    return result
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def run_level(name: str, url: str, concurrency: int, args: argparse.Namespace) -> Level:
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    limits = httpx.Limits(max_connections=concurrency + 4)
+    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=args.timeout) as client:
+        model = args.model or (await client.get(f"{url}/v1/models")).json()["data"][0]["id"]
+        total = args.rounds * concurrency
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for index in range(total):
+            queue.put_nowait(index)
+        results: list[One] = []
+
+        async def stream_slot() -> None:
+            while not queue.empty():
+                index = queue.get_nowait()
+                results.append(await one_request(client, url, model, index, args))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(stream_slot() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    ok = [r for r in results if r.error is None]
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    gaps = [gap for r in ok for gap in r.gaps_s]
+    return Level(
+        target=name,
+        concurrency=concurrency,
+        requests=len(results),
+        errors=len(results) - len(ok),
+        wall_s=round(wall, 3),
+        output_tokens_per_s=round(sum(r.completion_tokens for r in ok) / wall, 1),
+        ttft_p50_s=statistics.median(ttfts) if ttfts else None,
+        ttft_p99_s=percentile(ttfts, 0.99),
+        itl_p99_s=percentile(gaps, 0.99),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", action="append", required=True, help="name=URL (repeat)")
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--prompt-tokens", type=int, default=4096)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2, help="requests per stream slot")
+    parser.add_argument("--model", default="", help="default: the server's first model")
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--smoke", action="store_true", help="tiny: 2 streams, short prompts")
+    args = parser.parse_args()
+    if args.smoke:
+        args.concurrency, args.prompt_tokens, args.new_tokens, args.rounds = "1,2", 64, 8, 1
+    levels = [int(c) for c in args.concurrency.split(",")]
+    rows: list[Level] = []
+    for target in args.target:
+        name, _, url = target.partition("=")
+        for concurrency in levels:
+            row = asyncio.run(run_level(name, url.rstrip("/"), concurrency, args))
+            rows.append(row)
+            print(json.dumps(asdict(row)), flush=True)
+    if args.label:
+        out = ROOT / "bench" / "results" / f"serve_{args.label}.json"
+        settings = {k: v for k, v in vars(args).items() if k not in ("api_key",)}
+        out.write_text(
+            json.dumps({"args": settings, "levels": [asdict(r) for r in rows]}, indent=2)
+        )
+        print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

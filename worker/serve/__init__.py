@@ -1,0 +1,1 @@
+"""`longdoc serve`: our engine behind the OpenAI-compatible HTTP API (worker/serve/app.py)."""
