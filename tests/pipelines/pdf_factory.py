@@ -60,7 +60,13 @@ def text_pdf(
         if header is not None:
             pdf.text(20, 15, header.format(n=number, total=len(pages)))
         for i, line in enumerate(text.split("\n") if text else []):
+            # A line too long for the page is set smaller, never run off its edge: text beyond
+            # the page is invisible to a reader, and ingest leaves it out.
+            fits = (pdf.w - 25) / max(pdf.get_string_width(line), 1e-6)
+            if fits < 1:
+                pdf.set_font_size(max(3.0, 11 * fits))
             pdf.text(20, TOP_MM + i * LINE_HEIGHT_MM, line)
+            pdf.set_font_size(11)
         if footer is not None:
             pdf.text(20, 285, footer.format(n=number, total=len(pages)))
     path = directory / name
@@ -145,8 +151,15 @@ def amplified_pdf(
     a thousandfold, so a few KB of file give megabytes of text on each page.
     """
     repeats = max(1, chars_per_page // (len(sentence) + lines))
+    # All of it on the page, where a reader sees it (text off the page is left out as invisible):
+    # after 60 lines the next line starts at the top again; one long line goes back to its start
+    # (Td moves from the line's start) every few sentences. Overlaid text stays visible ink.
     show = b"(" + sentence + b") Tj" + (b" 0 -12 Td\n" if lines else b"\n")
-    content = zlib.compress(b"BT /F1 10 Tf 20 760 Td\n" + show * repeats + b"ET\n", 9)
+    per_block = 60 if lines else max(1, 400 // (6 * len(sentence)))
+    back = b"0 720 Td\n" if lines else b"0 0 Td\n"
+    blocks, rest = divmod(repeats, per_block)
+    body = (show * per_block + back) * blocks + show * rest
+    content = zlib.compress(b"BT /F1 10 Tf 20 760 Td\n" + body + b"ET\n", 9)
     kids = b" ".join(b"%d 0 R" % (5 + i) for i in range(num_pages))
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",

@@ -55,7 +55,9 @@ def test_ingest_stores_each_passages_sentence_vectors(
         vectors = from_rows(rows, embedder.name, embedder.dimension)
         assert vectors.num_passages == len(rows)
         np.testing.assert_allclose(np.linalg.norm(vectors.vectors, axis=1), 1.0, atol=2e-3)
-        job = session.scalars(select(Job).where(Job.document_id == document_id)).one()
+        job = session.scalars(
+            select(Job).where(Job.document_id == document_id, Job.kind == JobKind.INGEST)
+        ).one()
         assert job.stats["embedding_model"] == "all-MiniLM-L6-v2"
         assert documents.documents_missing_embeddings(session=session, model=embedder.name) == []
     # Stored vectors are read back, not computed again.

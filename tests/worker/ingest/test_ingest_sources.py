@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.db.models import Job
+from app.db.models import Job, JobKind
 from app.db.session import make_engine, session_factory
 from app.services import documents
 from app.settings import get_settings
@@ -78,7 +78,7 @@ def test_the_cli_reports_ocr_pages_and_hidden_text(cli_env, tmp_path: Path) -> N
             pages = documents.get_pages(session=session, document_id=scanned.id)
             assert [p.source for p in pages] == ["text_layer", "ocr"]
             assert pages[1].ocr_confidence > 0.9 and "Northwind" in pages[1].text
-            job = session.query(Job).filter_by(document_id=scanned.id).one()
+            job = session.query(Job).filter_by(document_id=scanned.id, kind=JobKind.INGEST).one()
             assert job.stats["ocr_pages"] == [2] and job.stats["num_ocr_pages"] == 1
             assert job.stats["ocr_mean_confidence"] == pages[1].ocr_confidence
     finally:
