@@ -5,8 +5,8 @@ heard of it). Saving is therefore an upsert by job_id: the second delivery finds
 delivery's row and returns it. Functions flush; the caller commits.
 """
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import exists, select
 from sqlalchemy.exc import IntegrityError
@@ -25,6 +25,8 @@ from app.db.models import (
 
 # What every stored quote (an answer's quote, a key passage) holds at least.
 QUOTE_FIELDS = frozenset({"text", "page", "start_char", "end_char"})
+
+_Row = TypeVar("_Row", Summary, Answer)
 
 
 def get_summary_for_job(*, session: Session, job_id: int) -> Summary | None:
@@ -67,15 +69,9 @@ def save_summary(
         sentence_support=[_sentence_row(row) for row in sentence_support],
         lead=[_sentence_row(row) for row in lead],
     )
-    try:
-        with session.begin_nested():
-            session.add(summary)
-    except IntegrityError:
-        raced = get_summary_for_job(session=session, job_id=job_id)
-        if raced is None:
-            raise  # another constraint, e.g. the document is gone
-        return raced
-    return summary
+    return _insert_once(
+        session, summary, lambda: get_summary_for_job(session=session, job_id=job_id)
+    )
 
 
 def save_answer(
@@ -115,13 +111,19 @@ def save_answer(
         model_answer=model_answer,
         unsupported_claims=[str(claim) for claim in unsupported_claims],
     )
+    return _insert_once(session, row, lambda: get_answer_for_job(session=session, job_id=job_id))
+
+
+def _insert_once(session: Session, row: _Row, stored: Callable[[], _Row | None]) -> _Row:
+    """Add the job's result row, or return the one a concurrent delivery of the same job stored
+    first (the unique job_id refuses a second); any other constraint's error is raised."""
     try:
         with session.begin_nested():
             session.add(row)
     except IntegrityError:
-        raced = get_answer_for_job(session=session, job_id=job_id)
+        raced = stored()
         if raced is None:
-            raise
+            raise  # another constraint, e.g. the document is gone
         return raced
     return row
 
