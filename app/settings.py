@@ -203,6 +203,10 @@ class Settings(BaseSettings):
         ):
             given = values.get(name)
             values[name] = Path(given).expanduser().absolute() if given else data_dir / default
+        # Optional files given as "" (compose passes unset variables so) are not given.
+        for name in ("llm_api_key_file", "serve_api_keys_file"):
+            if name in values and values[name] in ("", None):
+                values.pop(name)
         return values
 
     @model_validator(mode="after")

@@ -177,3 +177,12 @@ def test_batch_slots_default_to_concurrency_less_two_except_on_sqlite(tmp_path: 
     assert Settings(model_batch_slots=3).num_model_batch_slots == 3
     # Never every thread: one stays free for questions.
     assert Settings(database_url=postgres, model_batch_slots=8).num_model_batch_slots == 7
+
+
+def test_optional_key_files_given_empty_are_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docker-compose passes an unset ${LONGDOC_LLM_API_KEY_FILE:-} as "": no key, not the folder ".".
+    monkeypatch.setenv("LONGDOC_LLM_API_KEY_FILE", "")
+    monkeypatch.setenv("LONGDOC_SERVE_API_KEYS_FILE", "")
+    settings = Settings()
+    assert settings.llm_api_key_file is None and settings.llm_key() is None
+    assert settings.serve_api_keys_file is None
