@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import jsonschema
 from celery.exceptions import SoftTimeLimitExceeded
 
 from app import metrics
@@ -577,41 +578,13 @@ def _with(reply: ServerCompletion, *, structured: bool) -> ServerCompletion:
 
 
 def _matches(text: str, schema: dict[str, Any]) -> bool:
-    """Whether `text` is JSON of the schema's type with its required properties, each of the
-    type the schema names (what a JSON-schema-guided server guarantees)."""
+    """Whether `text` is JSON valid against the schema (what a JSON-schema-guided server
+    guarantees)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         return False
-    return _of_type(value, schema)
-
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
-
-
-def _of_type(value: Any, schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    kinds = [kind] if isinstance(kind, str) else list(kind or [])
-    if kinds and not any(isinstance(value, _TYPES.get(k, (object,))) for k in kinds):
-        return False
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        if any(name not in value for name in schema.get("required") or ()):
-            return False
-        return all(_of_type(value[k], s) for k, s in properties.items() if k in value)
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return all(_of_type(item, schema["items"]) for item in value)
-    return True
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
 
 
 def _context_length(entry: dict[str, Any]) -> int | None:
