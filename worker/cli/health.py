@@ -13,7 +13,7 @@ from app.errors import AppError
 from app.health import Check, check_all
 from app.settings import Settings
 from worker.cli.common import console, error_console, exit_on_error, load_settings
-from worker.model.openai_client import ServerConfig, check_server
+from worker.model.server_api import ServerConfig, check_server
 
 commands = typer.Typer()
 

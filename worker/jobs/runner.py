@@ -48,7 +48,7 @@ from worker.jobs.known_facts import known_facts, lead_rows
 from worker.jobs.progress import STAGE_WRITING, JobGone, SummaryWriting, ThrottledProgress
 from worker.jobs.progress import record_progress as _progress
 from worker.jobs.result_rows import quote_rows, sentence_rows
-from worker.model.openai_client import ModelServerError
+from worker.model.server_api import ModelServerError
 from worker.model.vector_store import ensure_vectors
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,8 @@ from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.engine_loop import EngineLoop
 from worker.model.adapter import PRIORITY_BATCH, EngineChatModel
 from worker.model.kernel_build import put_ninja_on_path
-from worker.model.openai_client import OpenAIChatModel, ServerConfig
+from worker.model.openai_client import OpenAIChatModel
+from worker.model.server_api import ServerConfig
 from worker.model.source import resolve_model_path
 
 logger = logging.getLogger(__name__)

@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import jsonschema
@@ -45,6 +44,17 @@ from celery.exceptions import SoftTimeLimitExceeded
 from app import metrics
 from pipelines.protocols import ProgressCallback, TokenProgressCallback
 from worker.model.adapter import PRIORITY_BATCH
+from worker.model.server_api import (
+    Busy,
+    Malformed,
+    ModelServerError,
+    SchemaRefused,
+    ServerConfig,
+    context_length,
+    events,
+    list_models,
+    raise_for_status,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,57 +63,12 @@ logger = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 8
 _CONNECT_TIMEOUT_S = 10.0
-# The error text of a server that refuses response_format (400/422): its words, lowercase.
-_FORMAT_WORDS = ("response_format", "json_schema", "guided", "structured")
-
-
-class ModelServerError(Exception):
-    """A fault of the model server, as a stable code and a sentence for people."""
-
-    def __init__(self, code: str, sentence: str) -> None:
-        super().__init__(sentence)
-        self.code = code
-        self.sentence = sentence
 
 
 @dataclass(frozen=True)
 class ServerCompletion:
     text: str
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    base_url: str
-    model: str = ""
-    api_key: str | None = None
-    context_tokens: int = 8192
-    concurrency: int = 8
-    timeout_s: float = 600.0
-    max_retries: int = 4
-    backoff_s: float = 1.0
-    backoff_max_s: float = 30.0
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> ServerConfig:
-        return cls(
-            base_url=settings.llm_base_url.rstrip("/"),
-            model=settings.llm_model,
-            api_key=settings.llm_key(),
-            context_tokens=settings.llm_context_tokens,
-            concurrency=settings.llm_concurrency,
-            timeout_s=settings.llm_timeout_s,
-            max_retries=settings.llm_max_retries,
-            backoff_s=settings.llm_backoff_s,
-            backoff_max_s=settings.llm_backoff_max_s,
-        )
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.base_url).netloc or self.base_url
-
-    def __repr__(self) -> str:  # never the key
-        return f"ServerConfig(base_url={self.base_url!r}, model={self.model!r})"
 
 
 class _Slots:
@@ -201,7 +166,7 @@ class OpenAIChatModel:
                     )
                 shared.model = str(listed[0].get("id"))
             entry = next((m for m in listed if m.get("id") == shared.model), None)
-            length = _context_length(entry) if entry is not None else None
+            length = context_length(entry) if entry is not None else None
             shared.context_tokens = length or self.config.context_tokens
 
     @property
@@ -299,7 +264,7 @@ class OpenAIChatModel:
                     return _with(reply, structured=True)
                 logger.warning("model server reply does not match the schema; plain text parsed")
                 return _with(reply, structured=False)
-            except _SchemaRefused:
+            except SchemaRefused:
                 shared.takes_schema = False
                 logger.info("the model server at %s takes no JSON schema", self.config.host)
                 tracker.restart(index)
@@ -335,7 +300,7 @@ class OpenAIChatModel:
             self._shared.slots.acquire(self.priority)
             try:
                 return self._stream(index, body, tracker, stop)
-            except _Busy as busy:
+            except Busy as busy:
                 if busy_tries >= self.config.max_retries:
                     raise ModelServerError(
                         "model_server_busy",
@@ -348,7 +313,7 @@ class OpenAIChatModel:
                     "model server at %s busy (HTTP %s); retry %d in %.1f s",
                     self.config.host, busy.status, busy_tries, wait,
                 )  # fmt: skip
-            except _Malformed as bad:
+            except Malformed as bad:
                 if bad_tries >= 1:
                     raise ModelServerError(
                         "model_server_bad_reply",
@@ -382,15 +347,15 @@ class OpenAIChatModel:
             ) as response:  # fmt: skip
                 if response.status_code != 200:
                     response.read()
-                    _raise_for_status(response, config, schema="response_format" in body)
-                for data in _events(response):
+                    raise_for_status(response, config, schema="response_format" in body)
+                for data in events(response):
                     if stop.is_set():
                         raise ModelServerError("cancelled", "Another request of this call failed.")
                     self._check_deadline()
                     if time.perf_counter() - started > self.config.timeout_s:
                         raise httpx.ReadTimeout("the whole request took too long")
                     if data.get("error"):
-                        raise _Malformed("reply with an error in it")
+                        raise Malformed("reply with an error in it")
                     if isinstance(data.get("usage"), dict):
                         usage = data["usage"]
                     for choice in data.get("choices") or ():
@@ -425,9 +390,9 @@ class OpenAIChatModel:
             ) from None
         text = "".join(parts)
         if finish_reason is None:
-            raise _Malformed("reply that ended before it finished")
+            raise Malformed("reply that ended before it finished")
         if not text.strip():
-            raise _Malformed("empty reply")
+            raise Malformed("empty reply")
         ended = time.perf_counter()
         stats = _stats(usage, body, written, text, started, first_token_at, ended, finish_reason)
         if finish_reason == "length":
@@ -468,85 +433,6 @@ class OpenAIChatModel:
         self._sleep(seconds)
 
 
-class _Busy(Exception):
-    def __init__(self, status: int, retry_after: float | None) -> None:
-        super().__init__(status)
-        self.status, self.retry_after = status, retry_after
-
-
-class _Malformed(Exception):
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
-
-
-class _SchemaRefused(Exception):
-    pass
-
-
-def _raise_for_status(response: httpx.Response, config: ServerConfig, *, schema: bool) -> None:
-    status = response.status_code
-    if status in (401, 403):
-        raise ModelServerError(
-            "model_server_key",
-            f"The model server at {config.host} refused the API key (HTTP {status}): set "
-            "LONGDOC_LLM_API_KEY (or LONGDOC_LLM_API_KEY_FILE) to a key it accepts.",
-        )
-    if status == 429 or status >= 500:
-        raise _Busy(status, _retry_after(response))
-    if schema and status in (400, 422):
-        words = response.text.lower()
-        if any(word in words for word in _FORMAT_WORDS):
-            raise _SchemaRefused()
-    if status == 404:
-        raise ModelServerError(
-            "model_server_no_model",
-            f"The model server at {config.host} has no chat completions for the model "
-            f"{config.model or '(its first)'} (HTTP 404): check LONGDOC_LLM_BASE_URL (it ends "
-            "in /v1) and LONGDOC_LLM_MODEL.",
-        )
-    raise ModelServerError(
-        "model_server_refused",
-        f"The model server at {config.host} refused the request (HTTP {status}).",
-    )
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
-
-
-def _events(response: httpx.Response):
-    """The JSON objects of a server-sent event stream (or of a plain JSON reply, which some
-    servers send whatever `stream` says)."""
-    content_type = response.headers.get("content-type", "")
-    if "text/event-stream" not in content_type:
-        response.read()
-        try:
-            data = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Malformed("reply that is not JSON") from None
-        if not isinstance(data, dict):
-            raise _Malformed("reply that is not a completion")
-        yield data
-        return
-    for line in response.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return
-        try:
-            data = json.loads(payload)
-        except json.JSONDecodeError:
-            raise _Malformed("reply that is not JSON") from None
-        if not isinstance(data, dict):
-            raise _Malformed("reply that is not a completion")
-        yield data
-
-
 def _stats(usage, body, written, text, started, first_token_at, ended, finish_reason) -> dict:
     """The engine's per-request stats keys, from the server's usage where it gives it."""
     prompt_estimate = sum(
@@ -585,79 +471,6 @@ def _matches(text: str, schema: dict[str, Any]) -> bool:
     except json.JSONDecodeError:
         return False
     return jsonschema.Draft202012Validator(schema).is_valid(value)
-
-
-def _context_length(entry: dict[str, Any]) -> int | None:
-    for key in ("max_model_len", "context_length", "max_context_length", "context_window"):
-        value = entry.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def list_models(http: httpx.Client, config: ServerConfig) -> list[dict[str, Any]]:
-    """The server's `GET /models` entries, or a ModelServerError with its sentence."""
-    try:
-        response = http.get(f"{config.base_url}/models", timeout=min(30.0, config.timeout_s))
-    except httpx.ConnectError:
-        raise ModelServerError(
-            "model_server_down",
-            f"The model server at {config.host} did not answer; the job can be run again once "
-            "it is up.",
-        ) from None
-    except httpx.TimeoutException:
-        raise ModelServerError(
-            "model_server_timeout", f"The model server at {config.host} did not answer in time."
-        ) from None
-    except httpx.HTTPError as error:
-        raise ModelServerError(
-            "model_server_down",
-            f"The model server at {config.host} could not be reached ({type(error).__name__}).",
-        ) from None
-    if response.status_code != 200:
-        try:
-            _raise_for_status(response, config, schema=False)
-        except _Busy as busy:
-            raise ModelServerError(
-                "model_server_busy",
-                f"The model server at {config.host} is busy (HTTP {busy.status}).",
-            ) from None
-    try:
-        data = response.json().get("data")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        data = None
-    if not isinstance(data, list):
-        raise ModelServerError(
-            "model_server_bad_reply",
-            f"The model server at {config.host} answered /models with something that is not "
-            "a model list; check that LONGDOC_LLM_BASE_URL ends in /v1.",
-        )
-    return [entry for entry in data if isinstance(entry, dict)]
-
-
-def check_server(config: ServerConfig) -> tuple[bool, str]:
-    """For `longdoc health`: does the server answer, and does it serve the configured model."""
-    with httpx.Client(
-        headers={"Authorization": f"Bearer {config.api_key}"} if config.api_key else {},
-        timeout=httpx.Timeout(10.0),
-    ) as http:
-        try:
-            listed = list_models(http, config)
-        except ModelServerError as error:
-            return False, error.sentence
-    names = [str(entry.get("id")) for entry in listed]
-    if not names:
-        return False, f"The model server at {config.host} lists no model."
-    if config.model and config.model not in names:
-        return False, (
-            f"The model server at {config.host} does not serve {config.model!r}; it serves: "
-            f"{', '.join(names[:5])}."
-        )
-    model = config.model or names[0]
-    entry = next(e for e in listed if str(e.get("id")) == model)
-    length = _context_length(entry)
-    context = f"{length} tokens of context" if length else "context length not given"
-    return True, f"The model server at {config.host} serves {model} ({context})."
 
 
 class _Tracker:

@@ -21,12 +21,8 @@ from worker.jobs import ingest as runner_ingest
 from worker.jobs import runner
 from worker.model import engine_holder
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
-from worker.model.openai_client import (
-    ModelServerError,
-    OpenAIChatModel,
-    ServerConfig,
-    _Slots,
-)
+from worker.model.openai_client import OpenAIChatModel, _Slots
+from worker.model.server_api import ModelServerError, ServerConfig
 
 ASK = [{"role": "user", "content": "What law governs?"}]
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
