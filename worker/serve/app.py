@@ -20,7 +20,6 @@ import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +32,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app import metrics
 from engine import SamplingParams
 from engine.engine_loop import EngineLoop
-from engine.request import FINISH_LENGTH, GenerationResult
+from engine.request import GenerationResult
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
-from worker.serve.protocol import ApiError, ChatCompletionRequest, CompletionRequest, parse
+from worker.serve.protocol import (
+    ApiError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    Reply,
+    parse,
+    sse_event,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -354,7 +360,7 @@ async def _generate(
     except BaseException:
         release()
         raise
-    reply = _Reply(kind, state.config.model_name, len(prompt))
+    reply = Reply(kind, state.config.model_name, len(prompt))
     if body.stream:
 
         def cleanup() -> None:
@@ -391,7 +397,7 @@ async def _generate(
 
 async def _sse(
     stream: _EngineStream,
-    reply: _Reply,
+    reply: Reply,
     include_usage: bool,
     endpoint: str,
     release: Callable[[], None],
@@ -399,13 +405,13 @@ async def _sse(
     outcome = "disconnected"
     try:
         if reply.kind == "chat":
-            yield _event(reply.chunk({"role": "assistant", "content": ""}, None, include_usage))
+            yield sse_event(reply.chunk({"role": "assistant", "content": ""}, None, include_usage))
         try:
             async for piece in stream.pieces():
-                yield _event(reply.piece(piece, include_usage))
+                yield sse_event(reply.piece(piece, include_usage))
         except Exception as error:  # the engine failed this request
             outcome = "500"
-            yield _event(
+            yield sse_event(
                 ApiError(
                     500, _engine_failure(error), type="server_error", code="engine_error"
                 ).body()
@@ -416,80 +422,14 @@ async def _sse(
         assert result is not None
         outcome = result.finish_reason
         _record(result)
-        yield _event(reply.last(result, include_usage))
+        yield sse_event(reply.last(result, include_usage))
         if include_usage:
-            yield _event(reply.usage_chunk(result))
+            yield sse_event(reply.usage_chunk(result))
         yield b"data: [DONE]\n\n"
     finally:
         stream.cancel()  # the client left: abort, freeing the blocks at the next step
         release()
         metrics.record_serve_request(endpoint, outcome)
-
-
-class _Reply:
-    """OpenAI's response objects for one request: whole, or chunk by chunk."""
-
-    def __init__(self, kind: str, model: str, num_prompt: int) -> None:
-        self.kind, self.model, self.num_prompt = kind, model, num_prompt
-        prefix = "chatcmpl" if kind == "chat" else "cmpl"
-        self.id = f"{prefix}-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-        self.object = "chat.completion" if kind == "chat" else "text_completion"
-
-    def _head(self, obj: str) -> dict[str, Any]:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
-
-    def usage(self, result: GenerationResult) -> dict[str, int]:
-        completion = len(result.token_ids)
-        return {
-            "prompt_tokens": self.num_prompt,
-            "completion_tokens": completion,
-            "total_tokens": self.num_prompt + completion,
-        }
-
-    def whole(self, text: str, result: GenerationResult) -> dict[str, Any]:
-        choice: dict[str, Any] = {"index": 0, "finish_reason": _finish(result)}
-        if self.kind == "chat":
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice.update(text=text, logprobs=None)
-        choice["logprobs"] = None
-        return {**self._head(self.object), "choices": [choice], "usage": self.usage(result)}
-
-    def chunk(
-        self, content: dict[str, Any] | str, finish: str | None, include_usage: bool
-    ) -> dict[str, Any]:
-        choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
-        if self.kind == "chat":
-            choice["delta"] = content
-            obj = "chat.completion.chunk"
-        else:
-            choice["text"] = content
-            obj = "text_completion"
-        chunk = {**self._head(obj), "choices": [choice]}
-        if include_usage:
-            chunk["usage"] = None
-        return chunk
-
-    def piece(self, text: str, include_usage: bool) -> dict[str, Any]:
-        content = {"content": text} if self.kind == "chat" else text
-        return self.chunk(content, None, include_usage)
-
-    def last(self, result: GenerationResult, include_usage: bool) -> dict[str, Any]:
-        return self.chunk({} if self.kind == "chat" else "", _finish(result), include_usage)
-
-    def usage_chunk(self, result: GenerationResult) -> dict[str, Any]:
-        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {**self._head(obj), "choices": [], "usage": self.usage(result)}
-
-
-def _finish(result: GenerationResult) -> str:
-    """OpenAI's finish reasons: "length" at max_tokens, else "stop"."""
-    return "length" if result.finish_reason == FINISH_LENGTH else "stop"
-
-
-def _event(data: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _engine_failure(error: BaseException) -> str:

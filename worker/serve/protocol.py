@@ -1,4 +1,5 @@
-"""The OpenAI-compatible API's requests, and its errors as OpenAI writes them.
+"""The OpenAI-compatible API's requests, its responses (whole or as server-sent chunks) and its
+errors, as OpenAI writes them.
 
 Unknown fields are ignored (clients send many); the ones that would change the answer and that
 the engine cannot honour (n > 1, logprobs, tools, a JSON response format) are refused with a
@@ -7,9 +8,14 @@ the engine cannot honour (n > 1, logprobs, tools, a JSON response format) are re
 
 from __future__ import annotations
 
+import json
+import time
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.request import FINISH_LENGTH, GenerationResult
 
 
 class ApiError(Exception):
@@ -177,3 +183,69 @@ def parse(model: type[_Request], data: Any) -> Any:
         ) from None
     request.check_supported()
     return request
+
+
+class Reply:
+    """OpenAI's response objects for one request: whole, or chunk by chunk."""
+
+    def __init__(self, kind: str, model: str, num_prompt: int) -> None:
+        self.kind, self.model, self.num_prompt = kind, model, num_prompt
+        prefix = "chatcmpl" if kind == "chat" else "cmpl"
+        self.id = f"{prefix}-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.object = "chat.completion" if kind == "chat" else "text_completion"
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+    def usage(self, result: GenerationResult) -> dict[str, int]:
+        completion = len(result.token_ids)
+        return {
+            "prompt_tokens": self.num_prompt,
+            "completion_tokens": completion,
+            "total_tokens": self.num_prompt + completion,
+        }
+
+    def whole(self, text: str, result: GenerationResult) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(result)}
+        if self.kind == "chat":
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice.update(text=text, logprobs=None)
+        choice["logprobs"] = None
+        return {**self._head(self.object), "choices": [choice], "usage": self.usage(result)}
+
+    def chunk(
+        self, content: dict[str, Any] | str, finish: str | None, include_usage: bool
+    ) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+        if self.kind == "chat":
+            choice["delta"] = content
+            obj = "chat.completion.chunk"
+        else:
+            choice["text"] = content
+            obj = "text_completion"
+        chunk = {**self._head(obj), "choices": [choice]}
+        if include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def piece(self, text: str, include_usage: bool) -> dict[str, Any]:
+        content = {"content": text} if self.kind == "chat" else text
+        return self.chunk(content, None, include_usage)
+
+    def last(self, result: GenerationResult, include_usage: bool) -> dict[str, Any]:
+        return self.chunk({} if self.kind == "chat" else "", finish_reason(result), include_usage)
+
+    def usage_chunk(self, result: GenerationResult) -> dict[str, Any]:
+        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+        return {**self._head(obj), "choices": [], "usage": self.usage(result)}
+
+
+def finish_reason(result: GenerationResult) -> str:
+    """OpenAI's finish reasons: "length" at max_tokens, else "stop"."""
+    return "length" if result.finish_reason == FINISH_LENGTH else "stop"
+
+
+def sse_event(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
