@@ -86,6 +86,7 @@ def holding_first(quotes: Sequence[T], kind: str | None) -> list[T]:
 
 COURT, PARTY, DOCKET, OUTCOME, JURISDICTION = "court", "party", "docket", "outcome", "jurisdiction"
 DOSE, WARNING, CONTRAINDICATION, INDICATION = "dose", "warning", "contraindication", "indication"
+BOXED = "boxed_warning"  # a label's boxed warning: a warning, and only the one in the box
 EXPIRY, RENEWAL, OPEN = "expiry", "renewal", "open"
 # The finer kinds (DATE, PERIOD and AMOUNT are shared with the coarse ones above). In order:
 # the first whose cue a clause matches is its kind, so "expiration date" is an expiry before a
@@ -96,11 +97,12 @@ _PART_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for kind, pattern in (
         (CONTRAINDICATION, r"\bcontraindicat\w*|\bwho\s+should\s+not\s+(take|use|receive)\b"
                            r"|\bshould\s+not\s+be\s+(used|given|taken)\b"),
+        (BOXED, r"\bboxed\s+warning|\bblack[-\s]box"),
         (WARNING, r"\bwarnings?\b|\bprecautions?\b|\bside\s+effects?\b"
                   r"|\badverse\s+(reactions?|effects?|events?)\b"),
         (INDICATION, r"\bindicat(ed|ions?)\b|\b(used|prescribed|approved)\s+(for|to\s+treat)\b"
                      r"|\bwhat\s+does\s+(\w+\s+){1,3}treat\b"),
-        (DOSE, r"\bdos(e|es|age|ages|ing)\b|\bhow\s+(much|many)\b.*\b(take|taken|give|given|"
+        (DOSE, r"\bdos(e|es|age|ages|ing)\b|\bhow\s+(much|many|often)\b.*\b(take|taken|give|given|"
                r"administer|administered)\b"),
         (DOCKET, r"\b(docket|case|file)\s+(number|no\b\.?)|\bnumber\s+of\s+the\s+case\b"),
         (OUTCOME, r"\bholding\b|\bwhat\s+did\s+(the\s+)?(\w+\s+){0,2}(decide|hold|rule|order|"
@@ -147,11 +149,28 @@ class AskedPart:
     clause: str
 
 
+# "Besides the boxed warning, what warnings ...": what a question sets aside is not asked.
+_SET_ASIDE = re.compile(
+    r"\b(?:besides|other\s+than|apart\s+from|aside\s+from|except(?:\s+for)?|excluding|"
+    r"not\s+counting|in\s+addition\s+to)\s+[^,;?]+(?:[,;]\s*|(?=\?))",
+    re.IGNORECASE,
+)
+
+
+def without_set_aside(question: str) -> str:
+    """`question` less what it sets aside: "Besides the boxed warning, what warnings does the
+    label give?" asks "what warnings does the label give?"."""
+    kept = re.sub(r"[\s,;]+(?=[,;?]|$)", "", " ".join(_SET_ASIDE.sub(" ", question).split()))
+    return kept.strip() if kept.strip(" ?,;") else question
+
+
 def asked_parts(question: str) -> tuple[AskedPart, ...]:
     """What `question` asks, one part per clause, in order: "When does it expire, and does it
     renew?" asks an EXPIRY and a RENEWAL. A clause of no kind the cues know is OPEN; two
-    clauses of one kind are one part."""
+    clauses of one kind are one part; what the question sets aside ("besides the boxed
+    warning") is no part."""
     parts: list[AskedPart] = []
+    question = without_set_aside(question)
     for clause in _CLAUSE_BREAK.split(question.strip()):
         clause = clause.strip(" ?.,;")
         if not clause:

@@ -53,7 +53,7 @@ FALSE_STATEMENTS = frozenset({CONTRADICTION, FABRICATED_QUOTE})
 QUOTABLE_KINDS = frozenset(
     {
         k.JURISDICTION, k.PARTY, k.COURT, k.DATE, k.DOCKET, k.OUTCOME, k.DOSE, k.EXPIRY,
-        k.RENEWAL, k.PERIOD, k.AMOUNT, k.WARNING, k.CONTRAINDICATION, k.INDICATION,
+        k.RENEWAL, k.PERIOD, k.AMOUNT, k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED,
     }
 )  # fmt: skip
 # Parties need two named in the role to settle "who are the parties".
@@ -194,7 +194,7 @@ def _members_over(
 
 def _settles(part: AskedPart, context: Context) -> tuple[int, int] | None:
     """Where in the context the values that settle `part` are, or None."""
-    if part.kind in (k.WARNING, k.CONTRAINDICATION, k.INDICATION):
+    if part.kind in (k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED):
         found = role_of(part.kind, part.clause, context, _no_value(part.kind))
         return (0, len(context.text)) if found else None
     kinds = (k.DATE, k.PERIOD) if part.kind == k.EXPIRY else (part.kind,)

@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.answer.asked import DATE, NAMES, PERIOD, PLACE, asked_kind
+from pipelines.answer.asked import DATE, NAMES, PERIOD, PLACE, asked_kind, without_set_aside
+from pipelines.answer.specifics import specifics
 from pipelines.documents import Passage
 from pipelines.facts.fields import all_fields
 from pipelines.facts.label_dosing import POPULATION
@@ -133,6 +134,8 @@ def fact_answer(
     if scores[best] < threshold:
         return None
     fact = candidates[best][0]
+    if narrower_than(question, "", [fact]):
+        return None
     if fact.missing:
         text = not_found_text(fact.label, num_quotes=0)
         return FactAnswer(
@@ -190,6 +193,9 @@ _CUED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("expiration_date",), r"\bexpir\w*|\bwhen\s+does\s+(?:the|this)\s+(?:agreement|contract|"
                                r"lease|licen[cs]e)\s+end\b|\bhow\s+long\s+(?:does|will)\s+(?:the|"
                                r"this)\s+(?:agreement|contract|lease|licen[cs]e)\s+(?:last|run)\b"),
+        (("judges",), r"\b(?:which|what|who|name\s+the)\s+(?:\w+\s+){0,2}(?:judges?|justices?)\b"
+                      r"|\bwho\s+(?:wrote|authored)\b|\b(?:judges?|justices?)\s+(?:sat|were|heard)\b"
+                      r"|\bpanel\b(?!.*\b(?:decide|decided|hold|held|rule|ruled|do|did)\b)"),
         (("disposition",), r"\b(?:holding|decision|disposition|outcome|ruling|verdict)\b|\bwhat\s+did"
                            r"\s+the\s+(?:court|judges?|panel)\s+(?:decide|hold|rule|do)\b|\bhow\s+did"
                            r"\s+the\s+(?:court|appeal|case)\b|\bwas\s+(?:it|the\s+\w+)\s+(?:affirmed|"
@@ -197,7 +203,6 @@ _CUED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("lower_docket_number",), r"\b(?:docket|case)\s+(?:number|no\.?)\b.*\b(?:below|lower\s+"
                                    r"court|district\s+court|trial\s+court)\b"),
         (("docket_number",), r"\bdocket\b|\bcase\s+(?:number|no\.?)\b"),
-        (("judges",), r"\b(?:judges?|justices?|panel)\b|\bwho\s+(?:wrote|authored)\b"),
         (("boxed_warning",), r"\bboxed\s+warning|\bblack[- ]box"),
         (("contraindications",), r"\bcontraindicat\w*|\bwho\s+(?:should|must)\s+not\s+(?:take|use|be"
                                  r"\s+given)\b|\bwhen\s+(?:should|must)\s+(?:it|this\s+\w+)\s+not\s+be"
@@ -208,11 +213,13 @@ _CUED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
                       r"\b(?:take|taken|give|given|administer\w*|tablets?|capsules?)\b"),
         (("indications",), r"\bindicat(?:ed|ions?)\b|\bwhat\s+is\s+(?:it|this\s+(?:drug|medicine|"
                            r"medication|product))\s+(?:used\s+)?for\b|\bwhat\s+does\s+(?:it|this\s+\w+)"
-                           r"\s+treat\b|\buses\b"),
+                           r"\s+treat\b|\buses\b|\b(?:approved|used|prescribed)\s+(?:to\s+treat|for)\b"),
         (("warnings",), r"\bwarnings?\b|\bprecautions?\b"),
         (("parties", "case_parties"), r"\bparties\b"),
     )
 )  # fmt: skip
+# Fields whose cue, when the document has no such fact, must not fall to a later cue.
+_NO_FALLBACK = frozenset({("lower_docket_number",)})
 # "Who is the appellant?", "Which party is the licensee?": a role the parties fact gives.
 _ROLE_ASKED = re.compile(
     r"\b(?:who|which\s+(?:party|company|side))\s+(?:is|are|was|were)\s+the\s+([a-z-]+?)s?\b",
@@ -227,21 +234,61 @@ def _cued_answer(
     sentences: DocumentSentences,
     passages: Sequence[Passage],
 ) -> FactAnswer | None:
-    """The answer of the facts that the question's wording names, or None."""
+    """The answer of the facts that the question's wording names, or None. None too when the
+    question names more than the fact holds (narrower_than)."""
     by_field = {fact.field: fact for fact in facts}
+    question = without_set_aside(question)
     role = _role_answer(question, by_field.get("parties"), sentences, passages)
     if role is not None:
         return role
     for fields, pattern in _CUED:
-        if not pattern.search(question):
+        cue = pattern.search(question)
+        if cue is None:
             continue
         present = [by_field[name] for name in fields if name in by_field]
         if not present:
+            if fields in _NO_FALLBACK:
+                return None  # the lower court's number asked: never the appeal's
             continue
         if len(fields) > 1 and fields[0] == "parties":  # the parties with roles, else the case
             present = [next((f for f in present if f.value and f.spans), present[0])]
+        if narrower_than(question, cue.group(0), present):
+            return None
         return _answer_from(question, present, sentences, passages)
     return None
+
+
+# A cue longer than this many words ("how much ibuprofen does each tablet") holds the
+# question's specifics: only _CUE_WORDS of it are the cue's own.
+_SHORT_CUE_WORDS = 4
+_CUE_WORDS = (
+    "how much many often long dose doses dosage dosing directions docket number judges judge "
+    "justices justice panel wrote authored decide decided hold held holding outcome disposition "
+    "verdict expire expires expiration renew renews renewal warning warnings precautions boxed "
+    "contraindicated contraindications interact interactions indicated indications treat uses"
+)
+# A question the fact holds none of this many specifics of asks something narrower.
+MIN_UNHELD_SPECIFICS = 3
+
+
+def narrower_than(question: str, cue: str, facts: Sequence[KnownFact]) -> bool:
+    """Whether `question` names more than `facts` hold: three or more of its specifics
+    (pipelines.answer.specifics), and most of them, in none of the facts' values, quotes,
+    labels or table rows. "How often should a patient whose GFR is below 10 mL/min take it?"
+    is not answered by the label's general dosage fact, nor "Which district judge ruled on the
+    case below?" by the panel, nor "What did the court hold about the new game?" by
+    "affirmed"."""
+    own = cue if len(cue.split()) <= _SHORT_CUE_WORDS else _CUE_WORDS
+    held_text = " ".join(
+        " ".join(
+            [fact.label, fact.field.replace("_", " "), fact.value, fact.quote, fact.origin]
+            + [" ".join(str(v) for v in row.values()) for row in fact.table]
+        )
+        for fact in facts
+    )
+    wanted = specifics(question, also_generic=(own, _CUE_WORDS))
+    unheld = wanted - set(terms(held_text))
+    return len(unheld) >= MIN_UNHELD_SPECIFICS and len(unheld) * 2 > len(wanted)
 
 
 def _answer_from(
@@ -305,18 +352,19 @@ def _role_answer(
     passages: Sequence[Passage],
 ) -> FactAnswer | None:
     """The parties with the role the question asks about, from the parties fact."""
-    asked = _ROLE_ASKED.search(question)
-    if asked is None or parties is None or not parties.value or not parties.spans:
+    asked = [match.group(1).casefold() for match in _ROLE_ASKED.finditer(question)]
+    if not asked or parties is None or not parties.value or not parties.spans:
         return None
-    wanted = asked.group(1).casefold()
-    named = [
-        match.group("name").strip()
-        for match in _ROLE_OF.finditer(parties.value)
-        if wanted in re.split(r"[-\s]+", match.group("role").casefold())
-        or wanted == match.group("role").casefold()
-    ]
-    if not named:
-        return None
+    lines = []
+    for wanted in dict.fromkeys(asked):  # "Who is the appellant, and who is the appellee?"
+        named = [
+            match.group("name").strip()
+            for match in _ROLE_OF.finditer(parties.value)
+            if _same_role(wanted, match.group("role"))
+        ]
+        if not named:
+            return None  # a role the fact does not give: the model and the quotes answer
+        lines.append(f"{wanted.capitalize()}: {'; '.join(named)}")
     quotes = [
         sentence_quote(sentences, passages, span, score=1.0)
         for span in parties.spans
@@ -324,5 +372,11 @@ def _role_answer(
     ]
     if not quotes:
         return None
-    text = f"{wanted.capitalize()}: {'; '.join(named)} [p. {quotes[0].page}]"
+    text = f"{'; '.join(lines)} [p. {quotes[0].page}]"
     return FactAnswer(fact=parties, text=text, quotes=quotes, similarity=1.0)
+
+
+def _same_role(wanted: str, role: str) -> bool:
+    """Whether the fact's `role` ("Defendants-Appellees") is the one asked ("appellee")."""
+    words = [word.rstrip("s") for word in re.split(r"[-\s]+", role.casefold()) if word]
+    return wanted.rstrip("s") in words or wanted.rstrip("s") == "".join(words)

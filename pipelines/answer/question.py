@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.answer.asked import asked_kind, holding_first
-from pipelines.answer.assess import QUOTED, assess, settling_first
+from pipelines.answer.assess import PARTLY_SUPPORTED, QUOTED, SUPPORTED, assess, settling_first
 from pipelines.answer.check import (
     FALLBACK_STATUSES,
     NO_ANSWER,
@@ -141,10 +141,14 @@ def answer_question(
     from_fact = fact_answer(
         question, facts, sentences, document.passages, embedder=fact_embedder or embedder
     )
+    # A fact that settles only part of the question ("when was it argued, and when decided"
+    # and the decision date) stands unless the model's answer, checked, settles all of it.
+    partly_by_fact: AnswerResult | None = None
     if from_fact is not None and from_fact.found:
         checked = _checked_fact(question, from_fact, sentences)
-        if checked is not None:
+        if checked is not None and checked.support != PARTLY_SUPPORTED:
             return checked
+        partly_by_fact = checked
     ranked = ranker.rank(question, num_passages)
     # The sentences that state what the question asks for in its role (the governing-law
     # clause, the caption: pipelines.answer.assess) come first, then those that state a thing
@@ -213,6 +217,11 @@ def answer_question(
         "answer_loop_cut": verdict.loop_cut,
         "num_prompt_sentences_dropped": verdict.num_prompt_sentences_dropped,
     } | _support_notes(verdict.missing, verdict.reason)
+    if partly_by_fact is not None and verdict.status != SUPPORTED:
+        logger.info(
+            "answer done: method=key_fact (partly; the model's answer was %s)", verdict.status
+        )
+        return partly_by_fact
     logger.info(
         "answer done: method=%s support=%s citation_source=%s cited_pages=%d quotes=%d",
         method, verdict.status, source, len(cited), len(verdict.quotes),

@@ -21,6 +21,7 @@ import re
 from pipelines.answer import asked as k
 from pipelines.answer.kind_values import Value, values_of
 from pipelines.answer.quote_context import Quoted
+from pipelines.answer.specifics import covers, specifics
 from pipelines.retrieval.bm25 import terms
 
 # The opening of an opinion, where its court is named.
@@ -91,9 +92,13 @@ _ROLE_WORDS = {
                r"|\bhereby\b|\baccordingly\b|\btherefore\b|\bthus\b|\bappeal\b|\bpetition\b",
     k.WARNING: r"\bwarn\w*|\bcaution\w*|\bprecaution\w*|\brisks?\b|\bmay\s+cause\b|\badverse\b"
                r"|\bside\s+effects?\b|\bserious\b|\bfatal\b|\bmonitor\w*",
+    # The box's own heading, in capitals ("WARNING: LACTIC ACIDOSIS"), or the box named, not a
+    # cross-reference to it ("[see Boxed Warning]") nor a warning of another section.
+    k.BOXED: r"(?-i:\bWARNING\s*:|\bBOXED\s+WARNING\b)|(?<!see\s)\bboxed\s+warning\b",
     k.CONTRAINDICATION: r"\bcontraindicat\w*|\bshould\s+not\s+be\s+(?:used|given|taken|"
                         r"administered)\b|\bdo\s+not\s+(?:use|give|take|administer)\b|\bmust\s+not\b",
     k.INDICATION: r"\bindicated\b|\bindications?\b|\btreatment\s+of\b|\bused\s+(?:to\s+treat|for)\b"
+                  r"|^\W*uses\b"
                   r"|\bfor\s+the\s+(?:treatment|management|prevention)\b",
 }  # fmt: skip
 ROLE = {kind: re.compile(pattern, re.IGNORECASE) for kind, pattern in _ROLE_WORDS.items()}
@@ -140,11 +145,42 @@ def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
         return ROLE[k.EXPIRY].search(near) is not None
     if kind in (k.PERIOD, k.AMOUNT):
         return _shares_question_noun(clause, text)
-    if kind in (k.DOCKET, k.RENEWAL):
-        return True  # the value is its own role: "No. 12-345", "shall renew"
+    if kind == k.DOCKET:
+        return _docket_of_court_asked(clause, text)
+    if kind == k.RENEWAL:
+        # "shall renew for successive one-year terms", not "trademark renewal decisions".
+        near = text[max(0, value.start - RENEWAL_REACH_CHARS) : value.end + RENEWAL_REACH_CHARS]
+        return _RENEWAL_OF_TERM.search(near) is not None
     if kind == k.OUTCOME:
         return bool(ROLE[k.OUTCOME].search(text)) or text.strip().isupper()
+    if kind == k.DOSE:
+        # The dose for what the question names (a population, an infection, a kidney function),
+        # not any dose: "the usual adult dose for an ear infection" is not the children's.
+        asked = specifics(clause, also_generic=("dose doses dosage dosing",))
+        return bool(ROLE[kind].search(text)) and covers(asked, text)
     return bool(ROLE[kind].search(text))
+
+
+# Within this many characters of "renew", the agreement or its term must be named.
+RENEWAL_REACH_CHARS = 100
+_RENEWAL_OF_TERM = re.compile(
+    r"\b(?:this|the|such)\s+(?:agreement|contract|lease|licen[cs]e|term)\b|\bterms?\b"
+    r"|\bperiods?\b|\bsuccessive\b|\bautomatic\w*|\bexpir\w*|\byears?\b|\bmonths?\b",
+    re.IGNORECASE,
+)
+# A question about the lower court's number ("the case number in the district court"), and a
+# quote that names such a court.
+_LOWER_COURT = re.compile(
+    r"\b(?:district|trial|lower|superior|county|bankruptcy|below)\b|\bD\.\s?C\.", re.IGNORECASE
+)
+
+
+def _docket_of_court_asked(clause: str, text: str) -> bool:
+    """A docket number is its own role ("No. 12-345"), but one asked of the lower court must
+    be given beside that court's name."""
+    if _LOWER_COURT.search(clause) is None:
+        return True
+    return _LOWER_COURT.search(text) is not None
 
 
 def _of_another_document(text: str, value: Value) -> bool:

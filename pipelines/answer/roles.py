@@ -21,7 +21,9 @@ from pipelines.answer.entailment import cover
 from pipelines.answer.kind_values import Value, name_words, values_of
 from pipelines.answer.quote_context import Quoted, in_context, shifted
 from pipelines.answer.role_words import ROLE, role_of
+from pipelines.answer.specifics import covers, specifics
 from pipelines.citations import remove_citations
+from pipelines.retrieval.bm25 import terms
 from pipelines.values.claims import normalise_word
 
 SETTLED, UNSETTLED, ELSEWHERE, NOT_STATED, ABSENT, CONTRADICTED = (
@@ -50,11 +52,12 @@ _KIND_WORDS = {
     k.PERIOD: "the period",
     k.AMOUNT: "the amount",
     k.WARNING: "the warning",
+    k.BOXED: "the boxed warning",
     k.CONTRAINDICATION: "the contraindication",
     k.INDICATION: "what it is indicated for",
 }
 _POLAR = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
-_LEXICAL_KINDS = frozenset({k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.OPEN})
+_LEXICAL_KINDS = frozenset({k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED, k.OPEN})
 
 
 @dataclass(frozen=True)
@@ -271,8 +274,28 @@ def _lexical(part: AskedPart, text: str, quotes: Sequence[Quoted], question: str
     indices = tuple(in_role[i] for i in found.sharing)
     if found.flipped and found.share >= MIN_PARTIAL_COVER:
         return PartCheck(part, CONTRADICTED, indices)
+    if (
+        found.share == 1.0
+        and part.kind == k.OPEN
+        and not _on_the_question(question, text, quotes, indices)
+    ):
+        # Every word of it is quoted, but neither it nor its quotes speak of what was asked:
+        # "Court: ... Court of Appeals" for "Which district judge ruled below?".
+        return PartCheck(part, UNSETTLED, indices)
     if found.share == 1.0:
         return PartCheck(part, SETTLED, indices)
     if found.share >= MIN_PARTIAL_COVER:
         return PartCheck(part, UNSETTLED, indices)
     return PartCheck(part, ABSENT)
+
+
+def _on_the_question(
+    question: str, answer: str, quotes: Sequence[Quoted], indices: Sequence[int]
+) -> bool:
+    """Whether the answer with the quote it rests on most (the one holding most of its words)
+    holds most of what the question names (pipelines.answer.specifics)."""
+    if not indices:
+        return False
+    words = set(terms(answer))
+    source = max(indices, key=lambda i: len(words & set(terms(quotes[i].text))))
+    return covers(specifics(question), f"{answer} {quotes[source].text}")

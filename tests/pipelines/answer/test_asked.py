@@ -6,6 +6,7 @@ import pytest
 
 from pipelines.answer.asked import (
     AMOUNT,
+    BOXED,
     CONTRAINDICATION,
     COURT,
     DATE,
@@ -101,7 +102,9 @@ def test_quotes_that_state_the_kind_come_first_each_group_in_its_order() -> None
         ("What is the docket number?", [DOCKET]),
         ("What is the recommended dose for adults?", [DOSE]),
         ("What are the contraindications?", [CONTRAINDICATION]),
-        ("What is the boxed warning?", [WARNING]),
+        ("What is the boxed warning?", [BOXED]),
+            # What a question sets aside is not asked.
+            ("Besides the boxed warning, what warnings does the label give?", [WARNING]),
         ("What is the drug indicated for?", [INDICATION]),
         ("What is the notice period to terminate renewal?", [PERIOD]),
         ("How much is the license fee?", [AMOUNT]),

@@ -1,0 +1,145 @@
+"""Questions that ask something narrower than a field (pipelines.answer.specifics): a quote or a
+stored fact of the right kind that does not say what the question names is no support; a
+boxed warning is only the box; what a question sets aside is not asked. Invented labels and
+cases, each rule beside an answer it lets through, so every rule can fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from pipelines.answer.assess import (
+    PARTLY_SUPPORTED,
+    SUPPORTED,
+    UNSUPPORTED,
+    answer_by_quotes,
+    assess,
+)
+from pipelines.answer.from_facts import KnownFact, narrower_than
+from pipelines.answer.specifics import covers, specifics
+
+LABEL = [
+    (1, "WARNING: SEVERE HYPOGLYCEMIA. Zelnorat can cause hypoglycemia that may be fatal."),
+    (2, "Adults: the recommended dose is 10 mg orally once daily with breakfast."),
+    (3, "Patients with CrCl below 30 mL/min: 5 mg once every 48 hours."),
+    (4, "Serious skin reactions have been reported [see Boxed Warning]."),
+]
+NO_BOX = [
+    (1, "Zelnorat is indicated for the treatment of chronic plaque psoriasis in adults."),
+    (4, "Hypersensitivity reactions [see Warnings and Precautions (5.1)]."),
+]
+CONTRACT = [
+    (3, "Licensee shall manage trademark renewal filings and office actions for Licensor."),
+    (5, "This Agreement shall renew automatically for successive one-year terms."),
+]
+
+
+@dataclass(frozen=True)
+class Quote:
+    text: str
+    page: int
+
+
+def _quotes(rows) -> list[Quote]:
+    return [Quote(text, page) for page, text in rows]
+
+
+def _assess(question: str, answer: str, rows):
+    document = "\n".join(text for _, text in rows)
+    return assess(question, answer, _quotes(rows), document=document)
+
+
+def test_specifics_leave_out_question_words_and_the_genre_s_nouns() -> None:
+    asked = specifics("How often should a patient whose GFR is below 10 mL/min take it?")
+    assert asked == {"gfr", "below", "10", "ml", "min"}
+    assert specifics("Who are the parties to this agreement?") == set()
+    assert covers({"gfr", "ml", "dialysi"}, "CrCl below 30 mL/min") is False
+    assert covers({"crcl", "ml"}, "CrCl below 30 mL/min") is True
+    assert covers({"adult"}, "children") is True  # one specific: no requirement
+
+
+def test_a_dose_for_another_population_does_not_settle_a_narrower_question() -> None:
+    question = "How often should a patient whose CrCl is below 30 mL/min take it?"
+    assert _assess(question, "5 mg once every 48 hours.", LABEL).status == SUPPORTED
+    # The adult dose is a dose, in the dose's words, but not for these patients.
+    assert _assess(question, "10 mg orally once daily.", LABEL).status != SUPPORTED
+    by_quotes = answer_by_quotes(question, _quotes(LABEL))
+    assert by_quotes is not None and LABEL[by_quotes.quotes[0]][0] == 3
+    # A plain dose question is still settled by the adult dose.
+    assert _assess("What is the dose?", "10 mg orally once daily.", LABEL).status == SUPPORTED
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [(LABEL, SUPPORTED), (NO_BOX, None)],
+)
+def test_only_the_box_settles_a_boxed_warning_question(rows, expected) -> None:
+    question = "What does the boxed warning on this label say?"
+    by_quotes = answer_by_quotes(question, _quotes(rows))
+    if expected is None:  # a cross-reference to Warnings and Precautions is not a box
+        assert by_quotes is None
+        assert _assess(question, "Hypersensitivity reactions.", rows).status != SUPPORTED
+    else:
+        assert by_quotes is not None and by_quotes.status == expected
+        assert by_quotes.quotes == (0,)  # the heading, not "[see Boxed Warning]"
+
+
+def test_what_a_question_sets_aside_is_not_asked() -> None:
+    question = "Besides the boxed warning, what warnings does the label give?"
+    verdict = _assess(question, "Serious skin reactions have been reported.", LABEL)
+    assert verdict.status == SUPPORTED
+    assert [part.part.kind for part in verdict.parts] == ["warning"]
+
+
+def test_renewal_is_the_agreement_s_not_a_trademark_s() -> None:
+    question = "Does this agreement renew automatically?"
+    assert answer_by_quotes(question, _quotes(CONTRACT[:1])) is None
+    by_quotes = answer_by_quotes(question, _quotes(CONTRACT))
+    assert by_quotes is not None and by_quotes.quotes == (1,)
+
+
+def test_the_lower_court_s_number_needs_the_lower_court() -> None:
+    rows = [(1, "No. 11-889"), (2, "Appeal from the District Court, No. 4:10-cv-0045.")]
+    question = "What was the case number in the district court?"
+    by_quotes = answer_by_quotes(question, _quotes(rows))
+    assert by_quotes is not None and by_quotes.quotes == (1,)
+    assert answer_by_quotes(question, _quotes(rows[:1])) is None
+    assert answer_by_quotes("What is the docket number?", _quotes(rows[:1])) is not None
+    assert _assess(question, "No. 11-889.", rows[:1]).status in (PARTLY_SUPPORTED, UNSUPPORTED)
+
+
+def _fact(field: str, label: str, value: str, quote: str = "") -> KnownFact:
+    return KnownFact(field, label, value, spans=((0, 1),), quote=quote or value)
+
+
+@pytest.mark.parametrize(
+    ("question", "cue", "fact", "narrower"),
+    [
+        ("What is the dose?", "dose", _fact("dosage", "Dosage", "10 mg once daily"), False),
+        ("What is the starting dose, and what is the maximum daily dose?", "dose",
+         _fact("dosage", "Dosage", "Start at 10 mg daily; at most 40 mg daily."), False),
+        ("What is the usual adult dose for a mild ear, nose or throat infection?", "dose",
+         _fact("dosage", "Dosage", "In adults, 750-1750 mg/day in divided doses."), True),
+        ("Which judges sat on the panel?", "judges",
+         _fact("judges", "Judges", "Howe, Chief Judge; Lund, Circuit Judge"), False),
+        ("Which district judge ruled on the case below?", "judge",
+         _fact("judges", "Judges", "Howe, Chief Judge; Lund, Circuit Judge"), True),
+        ("What did the court hold about the plaintiffs' new sweepstakes game?",
+         "What did the court hold", _fact("disposition", "Disposition", "affirmed"), True),
+    ],
+)  # fmt: skip
+def test_a_fact_does_not_answer_a_question_narrower_than_it(question, cue, fact, narrower) -> None:
+    assert narrower_than(question, cue, [fact]) is narrower
+
+
+def test_an_open_answer_that_speaks_of_something_else_is_not_supported() -> None:
+    rows = [
+        (1, "UNITED STATES COURT OF APPEALS FOR THE FIRST CIRCUIT"),
+        (1, "Appeal from the United States District Court for the District of Maine "
+            "[Hon. Lena Walsh, U.S. District Judge]"),
+    ]  # fmt: skip
+    question = "Which district judge ruled on the case below?"
+    wrong = _assess(question, "United States Court of Appeals for the First Circuit.", rows)
+    assert wrong.status == PARTLY_SUPPORTED
+    assert _assess(question, "Lena Walsh, U.S. District Judge.", rows).status == SUPPORTED
