@@ -134,7 +134,7 @@ def fact_answer(
     if scores[best] < threshold:
         return None
     fact = candidates[best][0]
-    if narrower_than(question, "", [fact]):
+    if narrower_than(question, [fact]):
         return None
     if fact.missing:
         text = not_found_text(fact.label, num_quotes=0)
@@ -242,8 +242,7 @@ def _cued_answer(
     if role is not None:
         return role
     for fields, pattern in _CUED:
-        cue = pattern.search(question)
-        if cue is None:
+        if not pattern.search(question):
             continue
         present = [by_field[name] for name in fields if name in by_field]
         if not present:
@@ -252,15 +251,14 @@ def _cued_answer(
             continue
         if len(fields) > 1 and fields[0] == "parties":  # the parties with roles, else the case
             present = [next((f for f in present if f.value and f.spans), present[0])]
-        if narrower_than(question, cue.group(0), present):
+        if narrower_than(question, present):
             return None
         return _answer_from(question, present, sentences, passages)
     return None
 
 
-# A cue longer than this many words ("how much ibuprofen does each tablet") holds the
-# question's specifics: only _CUE_WORDS of it are the cue's own.
-_SHORT_CUE_WORDS = 4
+# The words of the cues themselves (a cue's match, "how much ibuprofen does each tablet" or
+# "which district judge", may hold the question's specifics).
 _CUE_WORDS = (
     "how much many often long dose doses dosage dosing directions docket number judges judge "
     "justices justice panel wrote authored decide decided hold held holding outcome disposition "
@@ -271,14 +269,13 @@ _CUE_WORDS = (
 MIN_UNHELD_SPECIFICS = 3
 
 
-def narrower_than(question: str, cue: str, facts: Sequence[KnownFact]) -> bool:
+def narrower_than(question: str, facts: Sequence[KnownFact]) -> bool:
     """Whether `question` names more than `facts` hold: three or more of its specifics
     (pipelines.answer.specifics), and most of them, in none of the facts' values, quotes,
     labels or table rows. "How often should a patient whose GFR is below 10 mL/min take it?"
     is not answered by the label's general dosage fact, nor "Which district judge ruled on the
     case below?" by the panel, nor "What did the court hold about the new game?" by
     "affirmed"."""
-    own = cue if len(cue.split()) <= _SHORT_CUE_WORDS else _CUE_WORDS
     held_text = " ".join(
         " ".join(
             [fact.label, fact.field.replace("_", " "), fact.value, fact.quote, fact.origin]
@@ -286,7 +283,7 @@ def narrower_than(question: str, cue: str, facts: Sequence[KnownFact]) -> bool:
         )
         for fact in facts
     )
-    wanted = specifics(question, also_generic=(own, _CUE_WORDS))
+    wanted = specifics(question, also_generic=(_CUE_WORDS,))
     unheld = wanted - set(terms(held_text))
     return len(unheld) >= MIN_UNHELD_SPECIFICS and len(unheld) * 2 > len(wanted)
 

@@ -114,23 +114,23 @@ def _fact(field: str, label: str, value: str, quote: str = "") -> KnownFact:
 
 
 @pytest.mark.parametrize(
-    ("question", "cue", "fact", "narrower"),
+    ("question", "fact", "narrower"),
     [
-        ("What is the dose?", "dose", _fact("dosage", "Dosage", "10 mg once daily"), False),
-        ("What is the starting dose, and what is the maximum daily dose?", "dose",
+        ("What is the dose?", _fact("dosage", "Dosage", "10 mg once daily"), False),
+        ("What is the starting dose, and what is the maximum daily dose?",
          _fact("dosage", "Dosage", "Start at 10 mg daily; at most 40 mg daily."), False),
-        ("What is the usual adult dose for a mild ear, nose or throat infection?", "dose",
+        ("What is the usual adult dose for a mild ear, nose or throat infection?",
          _fact("dosage", "Dosage", "In adults, 750-1750 mg/day in divided doses."), True),
-        ("Which judges sat on the panel?", "judges",
+        ("Which judges sat on the panel?",
          _fact("judges", "Judges", "Howe, Chief Judge; Lund, Circuit Judge"), False),
-        ("Which district judge ruled on the case below?", "judge",
+        ("Which district judge ruled on the case below?",
          _fact("judges", "Judges", "Howe, Chief Judge; Lund, Circuit Judge"), True),
         ("What did the court hold about the plaintiffs' new sweepstakes game?",
-         "What did the court hold", _fact("disposition", "Disposition", "affirmed"), True),
+         _fact("disposition", "Disposition", "affirmed"), True),
     ],
 )  # fmt: skip
-def test_a_fact_does_not_answer_a_question_narrower_than_it(question, cue, fact, narrower) -> None:
-    assert narrower_than(question, cue, [fact]) is narrower
+def test_a_fact_does_not_answer_a_question_narrower_than_it(question, fact, narrower) -> None:
+    assert narrower_than(question, [fact]) is narrower
 
 
 def test_an_open_answer_that_speaks_of_something_else_is_not_supported() -> None:
