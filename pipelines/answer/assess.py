@@ -38,6 +38,7 @@ from pipelines.answer.roles import (
     PartCheck,
     check_part,
 )
+from pipelines.answer.specifics import held_of, specifics
 from pipelines.answer.support import FactIndex, SupportCheck, check_support
 from pipelines.answer.verbatim import VerbatimIndex
 
@@ -170,9 +171,13 @@ def quote_settles(
 
 def first_settling(part: AskedPart, quotes: Sequence[Quoted]) -> tuple[int, ...]:
     """The quotes of the first quote that settles `part` alone, else of the first that does
-    joined with the quotes that continue it (a caption in pieces); () when none does."""
+    joined with the quotes that continue it (a caption in pieces); () when none does. "First":
+    of those holding most of what the part's clause names (pipelines.answer.specifics: the
+    sentence on a GFR "less than 10" before the one on "10 to 30"), then in their order."""
+    asked = specifics(part.clause)
+    order = sorted(range(len(quotes)), key=lambda i: -len(held_of(asked, quotes[i].text)))
     for joined in (False, True):
-        for index in range(len(quotes)):
+        for index in order:
             members = quote_settles(part, quotes, index, joined=joined)
             if members:
                 return members

@@ -16,6 +16,7 @@ document.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from pipelines.retrieval.bm25 import terms
@@ -40,18 +41,41 @@ _GENRE_WORDS = (
     "page pages provision provisions term terms"
 )
 _GENERIC = frozenset(terms(_FUNCTION_WORDS)) | frozenset(terms(_GENRE_WORDS))
+# Comparisons written in several ways ("below 10", "less than 10", "< 10") read as one word.
+_COMPARISONS = (
+    (
+        re.compile(r"(?:\bless|\bfewer|\blower)\s+than\b|\bbelow\b|\bunder\b|<(?!=)", re.I),
+        " lessthan ",
+    ),
+    (
+        re.compile(
+            r"(?:\bmore|\bgreater|\bhigher)\s+than\b|\babove\b|\bover\b|\bexceeding\b|>(?!=)", re.I
+        ),
+        " morethan ",
+    ),
+)
+
+
+def _terms(text: str) -> list[str]:
+    for pattern, word in _COMPARISONS:
+        text = pattern.sub(word, text)
+    return terms(text)
 
 
 def specifics(question: str, *, also_generic: Iterable[str] = ()) -> set[str]:
     """The question's specifics; `also_generic`: text whose words do not count (the words of
     the cue that matched, the field's name)."""
     ignored = _GENERIC | set(terms(" ".join(also_generic)))
-    return {term for term in terms(question) if term not in ignored}
+    return {term for term in _terms(question) if term not in ignored}
 
 
 def covers(wanted: set[str], text: str, *, min_share: float = MIN_SHARE) -> bool:
     """Whether `text` holds enough of `wanted` (always true below MIN_SPECIFICS of them)."""
     if len(wanted) < MIN_SPECIFICS:
         return True
-    held = wanted & set(terms(text))
-    return len(held) / len(wanted) >= min_share
+    return len(held_of(wanted, text)) / len(wanted) >= min_share
+
+
+def held_of(wanted: set[str], text: str) -> set[str]:
+    """The specifics in `wanted` that `text` holds."""
+    return wanted & set(_terms(text))

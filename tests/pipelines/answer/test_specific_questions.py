@@ -52,7 +52,7 @@ def _assess(question: str, answer: str, rows):
 
 def test_specifics_leave_out_question_words_and_the_genre_s_nouns() -> None:
     asked = specifics("How often should a patient whose GFR is below 10 mL/min take it?")
-    assert asked == {"gfr", "below", "10", "ml", "min"}
+    assert asked == {"gfr", "lessthan", "10", "ml", "min"}  # "below", "less than", "<": one
     assert specifics("Who are the parties to this agreement?") == set()
     assert covers({"gfr", "ml", "dialysi"}, "CrCl below 30 mL/min") is False
     assert covers({"crcl", "ml"}, "CrCl below 30 mL/min") is True
@@ -143,3 +143,14 @@ def test_an_open_answer_that_speaks_of_something_else_is_not_supported() -> None
     wrong = _assess(question, "United States Court of Appeals for the First Circuit.", rows)
     assert wrong.status == PARTLY_SUPPORTED
     assert _assess(question, "Lena Walsh, U.S. District Judge.", rows).status == SUPPORTED
+
+
+def test_the_quote_on_what_the_question_names_settles_it_before_an_earlier_one() -> None:
+    rows = [
+        (6, "Patients with a creatinine clearance of 30 to 50 mL/min should receive 5 mg every 24 hours."),
+        (6, "Patients with a creatinine clearance less than 30 mL/min should receive 5 mg every 48 hours."),
+    ]  # fmt: skip
+    question = "How often should a patient whose creatinine clearance is below 30 mL/min take it?"
+    by_quotes = answer_by_quotes(question, _quotes(rows))
+    assert by_quotes is not None and by_quotes.quotes == (1,)
+    assert answer_by_quotes("How often should it be taken?", _quotes(rows)).quotes == (0,)
