@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from pipelines.answer.asked import OPEN, asked_parts
 from pipelines.answer.assess import (
     PARTLY_SUPPORTED,
     QUOTED,
@@ -38,6 +39,7 @@ from pipelines.answer.assess import (
     assess,
 )
 from pipelines.answer.rejections import without_prompt_echo
+from pipelines.answer.specifics import MIN_SPECIFICS, covers, held_of, specifics
 from pipelines.answer.support import IN_DOCUMENT, FactIndex, check_support
 from pipelines.answer.verbatim import VerbatimIndex
 from pipelines.documents import Passage
@@ -217,9 +219,27 @@ def _from_quotes(
         return answered
     if not quotes:
         return Verdict(NO_ANSWER, NO_ANSWER_TEXT, [], **common)
-    if status == NO_ANSWER:
+    best, held = _best_quote(question, quotes)
+    if status == NO_ANSWER and not (_open_question(question) and held):
         return Verdict(NO_ANSWER, NOT_FOUND_TEXT, quotes, **common)
-    return Verdict(status, quoted_answer(quotes[0]), quotes, by_quote=True, **common)
+    # "Not found" only when nothing relevant was found: an open question's quote that holds
+    # what it names is shown (quoted, not supported: no rule reads an open answer's role).
+    status = QUOTED if status == NO_ANSWER else status
+    ordered = [quotes[best]] + [quote for i, quote in enumerate(quotes) if i != best]
+    return Verdict(status, quoted_answer(quotes[best]), ordered, by_quote=True, **common)
+
+
+def _best_quote(question: str, quotes: Sequence[Evidence]) -> tuple[int, bool]:
+    """The quote holding most of what the question names (pipelines.answer.specifics), the
+    first on a tie; and whether it holds enough of it to be relevant."""
+    asked = specifics(question)
+    counts = [len(held_of(asked, quote.text)) for quote in quotes]
+    best = max(range(len(quotes)), key=lambda i: (counts[i], -i))
+    return best, len(asked) >= MIN_SPECIFICS and covers(asked, quotes[best].text)
+
+
+def _open_question(question: str) -> bool:
+    return all(part.kind == OPEN for part in asked_parts(question))
 
 
 def verdict_from_quotes(question: str, quotes: Sequence[Evidence], **fields) -> Verdict | None:

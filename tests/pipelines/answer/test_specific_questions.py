@@ -17,7 +17,9 @@ from pipelines.answer.assess import (
     assess,
 )
 from pipelines.answer.from_facts import KnownFact, narrower_than
+from pipelines.answer.question import answer_question
 from pipelines.answer.specifics import covers, specifics
+from tests.pipelines.echo_model import EchoModel, make_document
 
 LABEL = [
     (1, "WARNING: SEVERE HYPOGLYCEMIA. Zelnorat can cause hypoglycemia that may be fatal."),
@@ -154,3 +156,31 @@ def test_the_quote_on_what_the_question_names_settles_it_before_an_earlier_one()
     by_quotes = answer_by_quotes(question, _quotes(rows))
     assert by_quotes is not None and by_quotes.quotes == (1,)
     assert answer_by_quotes("How often should it be taken?", _quotes(rows)).quotes == (0,)
+
+
+class _SaysNotStated(EchoModel):
+    def _answer(self, content: str) -> str:
+        return "The document does not say."
+
+
+def test_an_open_question_a_quote_answers_is_not_answered_not_found() -> None:
+    document = make_document(
+        [
+            "Zelnorat extended-release tablets are taken once daily. "
+            "Take the tablets with the evening meal and swallow them whole.",
+            "Store at room temperature in a dry place away from children.",
+        ]
+    )
+    result = answer_question(
+        document,
+        "With which meal should the tablets be taken?",
+        _SaysNotStated(),
+        max_new_tokens=20,
+    )
+    assert result.support == "quoted" and "evening meal" in result.text
+    assert result.text.endswith("(quoted from p. 1)")
+    # Nothing in the document on what is asked: not found, the closest quotes below.
+    other = answer_question(
+        document, "Which pharmacy chains stock them?", _SaysNotStated(), max_new_tokens=20
+    )
+    assert other.support == "no_answer" and other.text.startswith("No answer found")
