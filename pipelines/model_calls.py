@@ -87,21 +87,30 @@ class CallLog:
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> list[str]:
         """The model's texts for independent prompts, run together where the model batches;
-        `step` names every call, or each one."""
+        `step` names every call, or each one. `response_schema`: see ChatModel; the texts are
+        the replies as written (JSON where the model followed the schema), for the caller to
+        parse."""
         if not conversations:
             return []
+        # Passed only when asked for: a model of the calls that never ask may not know it.
+        schema = {} if response_schema is None else {"response_schema": response_schema}
         many = getattr(self.model, "complete_many", None)
         if many is not None:
             completions = many(
                 conversations, max_new_tokens=max_new_tokens, on_progress=on_progress,
-                on_tokens=on_tokens,
+                on_tokens=on_tokens, **schema,
             )  # fmt: skip
         else:  # a model without batching
             completions = [
                 self.model.complete(
-                    m, max_new_tokens=max_new_tokens, on_progress=on_progress, on_tokens=on_tokens
+                    m,
+                    max_new_tokens=max_new_tokens,
+                    on_progress=on_progress,
+                    on_tokens=on_tokens,
+                    **schema,
                 )
                 for m in conversations
             ]

@@ -35,6 +35,11 @@ class ChatModel(Protocol):
     The worker adapts the engine to this. Messages are {"role": "system"|"user"|"assistant",
     "content": str}. A prompt whose leading messages repeat an earlier prompt's (the same document
     as the prefix) is served from the engine's prefix cache, so put the document first.
+
+    `response_schema`: a JSON schema the reply should match, for a short structured answer
+    (a key fact). A model that can guide its output by one (a model server's `response_format`)
+    does; one that cannot (our engine) ignores it. Either way the caller parses the reply as it
+    comes, JSON or plain text.
     """
 
     @property
@@ -54,6 +59,7 @@ class ChatModel(Protocol):
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> Completion: ...
 
     def complete_many(
@@ -63,6 +69,7 @@ class ChatModel(Protocol):
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> list[Completion]:
         """Independent prompts served together (the engine batches them); results in order."""
         ...

@@ -37,8 +37,8 @@ from pipelines.facts.context import FieldContext, PassageRanker, gather
 from pipelines.facts.fact import SOURCES, Fact
 from pipelines.facts.fields import schema_for
 from pipelines.facts.origins import retrieved_origin, with_roles
-from pipelines.facts.prompts import field_messages
-from pipelines.facts.reading import Reading, cut_before
+from pipelines.facts.prompts import ANSWER_SCHEMA, field_messages
+from pipelines.facts.reading import Reading, answer_from_reply, cut_before
 from pipelines.facts.schema import FieldSpec
 from pipelines.facts.structured import Found
 from pipelines.facts.values import read_by_rule, validate
@@ -103,7 +103,7 @@ def extract_facts(
     progress = _Progress(on_progress, len(schema), 0)
     for _ in range(len(schema) - len(asked)):  # read from the structure: done already
         progress.step()
-    answers = _read_all(calls, contexts, prompts, progress)
+    answers, num_json = _read_all(calls, contexts, prompts, progress)
     read = {
         context.spec.name: _fact(context, answer, document, starts)
         for context, answer in zip(contexts, answers, strict=True)
@@ -122,6 +122,9 @@ def extract_facts(
         "num_found": sum(fact.is_found for fact in facts),
         "sources": {source: sources.get(source, 0) for source in SOURCES},
         "num_from_structure": len(structure.keys() & {spec.name for spec in schema}),
+        # Model replies that came as JSON of the answer schema (a model server's structured
+        # output); the others were parsed as plain text.
+        "num_json_replies": num_json,
     }
     logger.info(
         "key facts done: subkind=%s fields=%d found=%d model=%d rule=%d",
@@ -152,10 +155,12 @@ def _read_all(
     contexts: Sequence[FieldContext],
     prompts: Sequence[list[dict[str, str]] | None],
     progress: _Progress,
-) -> list[str]:
-    """The model's answer to each prompt ("" where a field found no quote to ask about): the
-    prompts that share a token limit go to the model together (one batched call)."""
+) -> tuple[list[str], int]:
+    """The model's answer to each prompt ("" where a field found no quote to ask about), and
+    how many came as JSON of ANSWER_SCHEMA: the prompts that share a token limit go to the
+    model together (one batched call), asking for the schema where the model can follow one."""
     answers = [""] * len(prompts)
+    num_json = 0
     groups: dict[int, list[int]] = {}
     for index, (context, messages) in enumerate(zip(contexts, prompts, strict=True)):
         if messages is not None:
@@ -168,11 +173,13 @@ def _read_all(
             [f"fact:{contexts[i].spec.name}" for i in indices],
             [prompts[i] for i in indices],
             max_new_tokens=max_new_tokens,
+            response_schema=ANSWER_SCHEMA,
         )
         for index, text in zip(indices, texts, strict=True):
-            answers[index] = text
+            answers[index], is_json = answer_from_reply(text)
+            num_json += is_json
             progress.step()
-    return answers
+    return answers, num_json
 
 
 def _empty(spec: FieldSpec) -> Fact:

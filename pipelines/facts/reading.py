@@ -3,6 +3,7 @@ the model's answer cleaned of its wrapping, and verbatim search in quoted text."
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ _NOT_STATED = re.compile(
     re.IGNORECASE,
 )
 _LEAD_IN = re.compile(r"^(?:answer\s*:\s*|the\s+answer\s+is\s*:?\s*)", re.IGNORECASE)
+_CUT_JSON = re.compile(r'^\s*\{\s*"answer"\s*:\s*"([^"\\]*)$')
 _QUOTE_MARKS = "\"'“”‘’`"
 
 
@@ -30,6 +32,21 @@ class Reading:
     normalized: str
     start: int
     end: int
+
+
+def answer_from_reply(reply: str) -> tuple[str, bool]:
+    """The answer in the model's reply, and whether the reply was JSON of
+    pipelines.facts.prompts.ANSWER_SCHEMA ({"answer": "..."}); any other reply (plain text, JSON
+    of another shape) is returned as it is, for cleaned_answer's text parsing. A JSON reply cut
+    by the token limit ({"answer": "The laws of the State) gives the words it got to."""
+    try:
+        value = json.loads(reply)
+    except ValueError:
+        cut = _CUT_JSON.match(reply)
+        return (cut.group(1), False) if cut else (reply, False)
+    if isinstance(value, dict) and set(value) == {"answer"} and isinstance(value["answer"], str):
+        return value["answer"], True
+    return reply, False
 
 
 def cleaned_answer(answer: str) -> str:

@@ -123,6 +123,7 @@ class ScriptedModel:
     name: str = "scripted-test"
     max_context_tokens: int = 4096
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
+    schemas: list[dict | None] = field(default_factory=list)  # the response schema of each
 
     def count_tokens(self, texts, /):
         return count_words(texts)
@@ -130,8 +131,11 @@ class ScriptedModel:
     def count_chat_tokens(self, messages, /):
         return sum(len(m["content"].split()) for m in messages)
 
-    def complete(self, messages, *, max_new_tokens, on_progress=None, on_tokens=None):
+    def complete(
+        self, messages, *, max_new_tokens, on_progress=None, on_tokens=None, response_schema=None
+    ):
         self.prompts.append([dict(m) for m in messages])
+        self.schemas.append(response_schema)
         question = messages[-1]["content"].rsplit("Question: ", 1)[-1].strip()
         text = self.answers.get(question, "Not stated.")
         return EchoCompletion(text, {"num_prompt_tokens": 1, "finish_reason": "stop"})

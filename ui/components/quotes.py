@@ -3,13 +3,12 @@ it, with a button to its page (the sentence marked there), and the answer's supp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import streamlit as st
 
 from app.db.models import SupportStatus
-from app.services.answer_labels import support_label, support_note
+from app.services.answer_labels import MODEL_TEXT_TITLE, AnswerView
 from ui import context as ctx
 from ui.components.citations import open_citation
 from ui.components.page_sources import page_label
@@ -37,22 +36,22 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def support_badge(
-    status: SupportStatus | None,
-    unsupported_claims: Sequence[str],
-    stats: Mapping[str, Any] | None = None,
-    *,
-    model_answer: str | None = None,
-) -> None:
+def support_badge(view: AnswerView) -> None:
     """The label as a coloured badge, and the sentence that explains it (what is missing, why
-    the model's text was set apart)."""
-    label = support_label(status)
-    if label is not None and status is not None:
+    the model's text was set apart): app.services.answer_labels.answer_view's words."""
+    status = SupportStatus(view.status) if view.status is not None else None
+    if view.label is not None and status is not None:
         icon = BADGE_ICONS.get(status)
-        text = f"{icon} {label}" if icon else label
+        text = f"{icon} {view.label}" if icon else view.label
         st.markdown(f":{BADGE_COLOURS[status]}-badge[{text}]")
-    note = support_note(status, unsupported_claims, stats, model_answer=model_answer)
-    st.caption(ctx.md_escape(note))
+    st.caption(ctx.md_escape(view.note))
+
+
+def model_text_apart(view: AnswerView) -> None:
+    """The model's own text, when the answer shown is not it: set apart, folded."""
+    if view.model_text:
+        with st.expander(MODEL_TEXT_TITLE):
+            st.markdown(ctx.md_escape(view.model_text))
 
 
 def render_quotes(document_id: int, quotes: Sequence[dict], *, key: str, title: str) -> None:

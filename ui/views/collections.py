@@ -11,11 +11,12 @@ import streamlit as st
 from app.db.models import CollectionAnswer, JobStatus
 from app.errors import AppError, InvalidCollection
 from app.services import collection_answers, collections, dispatch, documents, jobs
+from app.services.answer_labels import row_source, view_of
 from app.services.questions import InvalidQuestion
 from ui import context as ctx
 from ui.components.citations import CITATION_KEY, open_citation, render_open_citation
 from ui.components.job_status import JobView, progress_line
-from ui.components.quotes import flat, support_badge
+from ui.components.quotes import flat, model_text_apart, support_badge
 
 logger = logging.getLogger("longdoc.ui.collections")
 
@@ -31,7 +32,6 @@ PENDING_KEY = "collection-pending"
 # The New-collection popover tracks whether it is open, so that Create can close it.
 POPOVER_KEY = "new-collection-popover"
 CLOSE_POPOVER_KEY = "new-collection-close"
-SOURCE_LABELS = {"fact": "key facts", "model": "model", "quote": "quote", "none": "—"}
 
 
 def _show_next(collection_id: int | None) -> None:
@@ -266,7 +266,7 @@ def _table(answer: CollectionAnswer) -> None:
                 "Answer": row["answer"],
                 "Quote": flat(row["quote"] or ""),
                 "Page": row["page"],
-                "From": SOURCE_LABELS.get(row["source"], row["source"]),
+                "From": row_source(row["source"]),
             }
             for row in answer.rows
         ],
@@ -284,12 +284,14 @@ def _answer(answer: CollectionAnswer) -> None:
     with st.chat_message("user"):
         st.markdown(ctx.md_escape(answer.question))
     with st.chat_message("assistant"):
-        st.markdown(ctx.md_escape(answer.answer))
+        view = view_of(answer)
+        st.markdown(ctx.md_escape(view.text))
         if answer.rows:
             _table(answer)
         else:
-            support_badge(answer.support, [], answer.stats)
+            support_badge(view)
             _quotes(answer)
+            model_text_apart(view)
         _citations(answer)
 
 

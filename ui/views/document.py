@@ -10,14 +10,14 @@ import streamlit as st
 from app.db.models import Document, DocumentStatus, JobKind, JobStatus, SummaryMethod
 from app.errors import AppError
 from app.services import dispatch, documents, jobs, questions, results
-from app.services.answer_labels import planted_note
+from app.services.answer_labels import AnswerView, planted_note, view_of
 from ui import context as ctx
 from ui.components.citations import open_citation, render_open_citation
 from ui.components.job_status import JobView, progress_line
 from ui.components.key_facts import render_key_facts
 from ui.components.page_sources import page_caption, page_label, source_banners
 from ui.components.page_text import page_html
-from ui.components.quotes import render_quotes, support_badge
+from ui.components.quotes import model_text_apart, render_quotes, support_badge
 from ui.components.summary_sentences import render_checked_summary
 
 logger = logging.getLogger("longdoc.ui.document")
@@ -144,8 +144,9 @@ def _answer(document_id: int, answer) -> None:
     with st.chat_message("user"):
         st.markdown(ctx.md_escape(answer.question))
     with st.chat_message("assistant"):
-        st.markdown(answer.answer)
-        _evidence(document_id, answer)
+        view = view_of(answer)
+        st.markdown(view.text)
+        _evidence(document_id, answer, view)
         if not answer.cited_pages:
             st.caption("No page cited.")
             return
@@ -160,25 +161,18 @@ def _answer(document_id: int, answer) -> None:
                     open_citation(document_id, page, answer.cited_passage_ids)
 
 
-def _evidence(document_id: int, answer) -> None:
+def _evidence(document_id: int, answer, view: AnswerView) -> None:
     """The support label, the quotes the answer rests on, and the model's own text if replaced."""
     if answer.support is None and not answer.quotes:
         return  # saved before answers were checked
-    support_badge(
-        answer.support,
-        answer.unsupported_claims or [],
-        answer.stats,
-        model_answer=answer.model_answer,
-    )
+    support_badge(view)
     render_quotes(
         document_id,
         answer.quotes or [],
         key=f"quote-{answer.id}",
         title=":material/format_quote: Quoted from the document, click a page to read it there:",
     )
-    if answer.model_answer:
-        with st.expander("The model's own answer, set apart: not shown above"):
-            st.markdown(ctx.md_escape(answer.model_answer))
+    model_text_apart(view)
 
 
 def _questions_tab(document: Document) -> None:

@@ -18,9 +18,10 @@ from app.display import display_name, terminal_text
 from app.errors import NotFound
 from app.query_encoder import query_encoder
 from app.services import collections
-from app.services.answer_labels import support_label, support_note
+from app.services.answer_labels import row_source, view_of
 from app.services.search import SearchFilters, SearchHit, search_passages
 from worker.cli.common import console, exit_on_error, load_settings, open_session
+from worker.cli.output import print_view
 
 commands = typer.Typer()
 
@@ -212,10 +213,11 @@ def search_command(
 
 
 def print_collection_answer(out: Console, answer: CollectionAnswer) -> None:
-    """The answer (or the per-document table), its support label, its quotes with their
-    documents and pages, and the cited pages."""
-    out.out(terminal_text(answer.answer), highlight=False)
+    """The per-document table, or the answer as every way in shows it (worker.cli.output's
+    print_view: its support label, its quotes with their documents and pages, the model's
+    text set apart); then the cited pages."""
     if answer.rows:
+        out.out(terminal_text(answer.answer), highlight=False)
         table = Table("Document", "Answer", "Quote", "Page", "From")
         for row in answer.rows:
             table.add_row(
@@ -223,21 +225,10 @@ def print_collection_answer(out: Console, answer: CollectionAnswer) -> None:
                 escape(terminal_text(row["answer"])),
                 escape(" ".join(terminal_text(row["quote"] or "").split())),
                 str(row["page"] or ""),
-                {"fact": "key facts", "model": "model", "quote": "quote", "none": "—"}.get(
-                    row["source"], row["source"]
-                ),
+                row_source(row["source"]),
             )
         out.print(table)
-    label = support_label(answer.support)
-    if label is not None and not answer.rows:
-        note = support_note(answer.support, [], answer.stats)
-        out.print(f"\n[bold]{escape(label)}.[/bold] {escape(note)}")
-    if answer.quotes and not answer.rows:
-        out.print("Quoted from the documents:")
-        for quote in answer.quotes:
-            text = " ".join(terminal_text(quote["text"]).split())
-            out.out(
-                f'  [{display_name(quote["title"])}, p. {quote["page"]}] "{text}"', highlight=False
-            )
+    else:
+        print_view(out, view_of(answer), quotes_title="Quoted from the documents:")
     cited = ", ".join(f"[{display_name(c['title'])}, p. {c['page']}]" for c in answer.citations)
     out.print(f"Cited: {escape(cited) or 'none'}")

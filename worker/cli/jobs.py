@@ -8,11 +8,13 @@ live; Ctrl-C stops only the waiting, never the job.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -30,6 +32,7 @@ from app.services import (
     questions,
     results,
 )
+from app.services.answer_labels import answer_record, collection_answer_record
 from app.settings import Settings
 from worker.cli.collections import collection_or_fail, print_collection_answer
 from worker.cli.common import console, error_console, exit_on_error, load_settings, open_session
@@ -135,16 +138,26 @@ def ask(
     wait: Annotated[
         bool, typer.Option("--wait/--no-wait", help="Follow the job, or queue it and return.")
     ] = True,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the answer as JSON (its support state, label and note, quotes, the "
+            "model's text set apart); progress goes to stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Ask a question about a document (or a collection); the answer cites its pages and
     quotes its evidence."""
     with exit_on_error():
+        if as_json and not wait:
+            raise typer.BadParameter("--json needs --wait: there is no answer to print yet")
         if collection is not None:
             if second is not None:
                 raise typer.BadParameter(
                     "with --collection give only the question", param_hint="QUESTION"
                 )
-            _ask_collection(collection, first, each=each, wait=wait)
+            _ask_collection(collection, first, each=each, wait=wait, as_json=as_json)
             return
         if second is None or not first.isdigit():
             raise typer.BadParameter(
@@ -164,17 +177,23 @@ def ask(
             )
             _queue(settings, session, job)
             job_id = job.id
-        console.print(f"Queued job {job_id}.")
+        status = error_console if as_json else console
+        status.print(f"Queued job {job_id}.")
         if not wait:
             return
-        _wait(settings, job_id)
+        _wait(settings, job_id, shown_on=status)
         with open_session(settings) as session:
             answer = results.get_answer_for_job(session=session, job_id=job_id)
+            if as_json:
+                console.out(json.dumps(answer_record(answer), ensure_ascii=False, indent=2))
+                return
             console.rule(f"Answer about document {document_id}")
             print_answer(console, answer)
 
 
-def _ask_collection(name: str, question: str, *, each: bool | None, wait: bool) -> None:
+def _ask_collection(
+    name: str, question: str, *, each: bool | None, wait: bool, as_json: bool
+) -> None:
     settings = load_settings()
     question = questions.typed_question(question, max_chars=settings.max_question_chars)
     with open_session(settings) as session:
@@ -190,18 +209,23 @@ def _ask_collection(name: str, question: str, *, each: bool | None, wait: bool) 
         )
         _queue(settings, session, job)
         job_id, collection_name = job.id, collection.name
-    console.print(f"Queued job {job_id}.")
+    status = error_console if as_json else console
+    status.print(f"Queued job {job_id}.")
     if not wait:
         return
-    _wait(settings, job_id)
+    _wait(settings, job_id, shown_on=status)
     with open_session(settings) as session:
         answer = collection_answers.get_for_job(session=session, job_id=job_id)
+        if as_json:
+            console.out(json.dumps(collection_answer_record(answer), ensure_ascii=False, indent=2))
+            return
         console.rule(f"Answer across {escape(collection_name)!r}")
         print_collection_answer(console, answer)
 
 
-def _wait(settings: Settings, job_id: int) -> Job:
-    """Poll the job until it ends; raise JobFailed with its sentence when it failed."""
+def _wait(settings: Settings, job_id: int, *, shown_on: Console = console) -> Job:
+    """Poll the job until it ends, its progress shown on `shown_on`; raise JobFailed with its
+    sentence when it failed."""
     columns = (
         TextColumn("[bold]Job {task.fields[job_id]}[/bold] {task.fields[stage]}"),
         BarColumn(),
@@ -209,7 +233,7 @@ def _wait(settings: Settings, job_id: int) -> Job:
         TimeElapsedColumn(),
     )
     try:
-        with Progress(*columns, console=console, transient=True) as progress:
+        with Progress(*columns, console=shown_on, transient=True) as progress:
             bar = progress.add_task("job", total=None, job_id=job_id, stage="queued")
             while True:
                 with open_session(settings) as session:

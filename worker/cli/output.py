@@ -5,12 +5,15 @@ rest on, those without one set apart."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 
 from app.db.models import Answer, Summary
-from app.display import terminal_text
-from app.services.answer_labels import support_label, support_note
+from app.display import display_name, terminal_text
+from app.services.answer_labels import MODEL_TEXT_TITLE, AnswerView, view_of
 from app.services.summary_sentences import (
     NONE_SUPPORTED,
     nothing_stated,
@@ -25,28 +28,32 @@ def _flat(text: str) -> str:
     return " ".join(terminal_text(text).split())
 
 
-def _quotes(console: Console, quotes: list[dict]) -> None:
+def _quotes(console: Console, quotes: Sequence[Mapping[str, Any]]) -> None:
     for quote in quotes:
-        console.out(f'  p. {quote["page"]}: "{_flat(quote["text"])}"', highlight=False)
+        where = f"p. {quote['page']}:"
+        if quote.get("title"):  # a collection's quote names its document
+            where = f"[{display_name(quote['title'])}, p. {quote['page']}]"
+        console.out(f'  {where} "{_flat(quote["text"])}"', highlight=False)
+
+
+def print_view(
+    console: Console, view: AnswerView, *, quotes_title: str = "Quoted from the document:"
+) -> None:
+    """An answer as app.services.answer_labels.answer_view shows it everywhere: the text shown,
+    its label and note, its quotes with pages, and the model's own text set apart."""
+    console.out(terminal_text(view.text), highlight=False)
+    if view.label is not None:
+        console.print(f"\n[bold]{escape(view.label)}.[/bold] {escape(view.note)}")
+    if view.quotes:
+        console.print(quotes_title)
+        _quotes(console, view.quotes)
+    if view.model_text:
+        console.print(f"{escape(MODEL_TEXT_TITLE)}:")
+        console.out(f"  {_flat(view.model_text)}", highlight=False)
 
 
 def print_answer(console: Console, answer: Answer) -> None:
-    console.out(terminal_text(answer.answer), highlight=False)
-    label = support_label(answer.support)
-    if label is not None:
-        note = support_note(
-            answer.support,
-            answer.unsupported_claims or [],
-            answer.stats,
-            model_answer=answer.model_answer,
-        )
-        console.print(f"\n[bold]{escape(label)}.[/bold] {escape(note)}")
-    if answer.quotes:
-        console.print("Quoted from the document:")
-        _quotes(console, answer.quotes)
-    if answer.model_answer:
-        console.print("The model's own answer, not shown above:")
-        console.out(f"  {_flat(answer.model_answer)}", highlight=False)
+    print_view(console, view_of(answer))
     pages = ", ".join(str(p) for p in answer.cited_pages) or "none"
     console.print(f"Cited pages: {pages}")
 

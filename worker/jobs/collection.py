@@ -203,7 +203,9 @@ def _save(session: Session, job_id: int, done: _Asked) -> runner._Saved:
         rows=[_titled(dataclasses.asdict(row)) for row in result.rows],
         support=result.support,
         model=done.model_name,
-        stats=stats,
+        # The model's own text where quotes stand in for it, set apart wherever the answer is
+        # shown (app.services.answer_labels.view_of); with the answer only, not the job's stats.
+        stats={**stats, "model_answer": result.model_text} if result.model_text else stats,
     )
     return runner._Saved(
         stats,

@@ -145,6 +145,7 @@ class StopWhenGone:
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> Any:
         self._check(now=True)
         return self._model.complete(
@@ -152,6 +153,7 @@ class StopWhenGone:
             max_new_tokens=max_new_tokens,
             on_progress=self._checked(on_progress),
             on_tokens=self._checked(on_tokens),
+            **_schema(response_schema),
         )
 
     def complete_many(
@@ -161,12 +163,17 @@ class StopWhenGone:
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> list[Any]:
         many = getattr(self._model, "complete_many", None)
         if many is None:  # a model without batching: one call after another, each checked
             return [
                 self.complete(
-                    m, max_new_tokens=max_new_tokens, on_progress=on_progress, on_tokens=on_tokens
+                    m,
+                    max_new_tokens=max_new_tokens,
+                    on_progress=on_progress,
+                    on_tokens=on_tokens,
+                    response_schema=response_schema,
                 )
                 for m in conversations
             ]
@@ -176,6 +183,7 @@ class StopWhenGone:
             max_new_tokens=max_new_tokens,
             on_progress=self._checked(on_progress),
             on_tokens=self._checked(on_tokens),
+            **_schema(response_schema),
         )
 
     def _checked(self, callback: Callable[[int, int], None] | None) -> Callable[[int, int], None]:
@@ -193,3 +201,9 @@ class StopWhenGone:
         self._last_check = moment
         if not self._is_current():
             raise JobGone()
+
+
+def _schema(response_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The keyword passed on only when a schema is asked for (pipelines.model_calls does the
+    same), so a wrapped model of the calls that never ask need not know it."""
+    return {} if response_schema is None else {"response_schema": response_schema}

@@ -89,6 +89,7 @@ class EngineChatModel:
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> EngineCompletion:
         (completion,) = self.complete_many(
             [messages], max_new_tokens=max_new_tokens, on_progress=on_progress, on_tokens=on_tokens
@@ -102,9 +103,12 @@ class EngineChatModel:
         max_new_tokens: int,
         on_progress: ProgressCallback | None = None,
         on_tokens: TokenProgressCallback | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> list[EngineCompletion]:
         """Every conversation submitted at once, the results in order. on_progress gets the
-        prefill tokens done over all of them, on_tokens the tokens written so far."""
+        prefill tokens done over all of them, on_tokens the tokens written so far.
+        `response_schema` is not used: the engine has no constrained decoding, so the reply is
+        plain text, which the caller parses as it does a model server's unstructured reply."""
         prompts = [self._engine.apply_chat_template(list(m)) for m in conversations]
         params = dataclasses.replace(self.sampling, max_new_tokens=max_new_tokens)
         handles = [self._loop.submit(p, params, priority=self.priority) for p in prompts]

@@ -9,6 +9,8 @@ import pytest
 from pipelines.documents import document_text
 from pipelines.facts.extract import extract_facts
 from pipelines.facts.fields import schema_for
+from pipelines.facts.prompts import ANSWER_SCHEMA
+from pipelines.facts.reading import answer_from_reply
 from pipelines.ingest.classify import guess_subkind
 from tests.pipelines.facts_documents import (
     CONTRACT_FACTS,
@@ -184,3 +186,39 @@ def test_the_disposition_is_what_the_last_ordering_sentence_orders(opinion) -> N
     right = _by_field(extract_facts(document, ScriptedModel({question: "Affirmed."})))
     assert (wrong["disposition"].value, wrong["disposition"].source) == ("affirmed", "rule")
     assert (right["disposition"].value, right["disposition"].source) == ("affirmed", "model")
+
+
+def test_the_model_is_asked_for_json_and_a_json_or_plain_reply_is_read_alike(contract) -> None:
+    """Every field's prompt asks for ANSWER_SCHEMA; a JSON reply gives its "answer", a plain
+    one (a model that cannot follow a schema) is parsed as text, a JSON reply cut by the token
+    limit gives the words it got to: the same facts from all three."""
+    plain = ScriptedModel({GOVERNING_LAW: "Oregon", AGREEMENT_DATE: "14th day of March, 2021"})
+    as_json = ScriptedModel(
+        {
+            GOVERNING_LAW: '{"answer": "Oregon"}',
+            AGREEMENT_DATE: '{"answer": "14th day of March, 2021',
+        }
+    )
+    by_plain, by_json = extract_facts(contract, plain), extract_facts(contract, as_json)
+
+    assert as_json.schemas and all(schema == ANSWER_SCHEMA for schema in as_json.schemas)
+    for name in ("governing_law", "agreement_date"):
+        fact = _by_field(by_json)[name]
+        assert fact.source == "model" and fact.normalized == _by_field(by_plain)[name].normalized
+    assert _by_field(by_json)["governing_law"].value == "Oregon"
+    assert (by_json.stats["num_json_replies"], by_plain.stats["num_json_replies"]) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("reply", "read"),
+    [
+        ('{"answer": "Oregon"}', ("Oregon", True)),
+        ('  {"answer" : "Not stated"}\n', ("Not stated", True)),
+        ('{"answer": "the State of Or', ("the State of Or", False)),  # cut by the token limit
+        ('{"value": "Oregon"}', ('{"value": "Oregon"}', False)),  # another shape: text parsing
+        ('{"answer": 7}', ('{"answer": 7}', False)),
+        ("Answer: Oregon.", ("Answer: Oregon.", False)),
+    ],
+)
+def test_a_reply_is_read_as_json_of_the_schema_or_left_for_text_parsing(reply, read) -> None:
+    assert answer_from_reply(reply) == read

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from app.db.models import Job, JobKind, JobStatus
 from app.db.session import make_engine, session_factory
 from app.services import collections, documents, jobs
+from app.services.answer_labels import MODEL_TEXT_TITLE
 from app.settings import get_settings
 from tests.app.new_documents import new_document
 from tests.pipelines.contract_pdf import contract_pdf
@@ -116,7 +117,7 @@ def test_ask_prints_the_label_and_the_quotes_with_their_pages(sessions, tmp_path
     assert "Supported by the quoted text." in output
     assert 'It stated "Nevada", which the document does not contain.' in output
     assert 'Quoted from the document: p. 3: "This Agreement shall be governed by' in output
-    assert "The model's own answer, not shown above:" in output and "Nevada law governs." in output
+    assert f"{MODEL_TEXT_TITLE}: " in output and "Nevada law governs." in output  # the UI's words
     assert "Cited pages: 3" in output
 
 

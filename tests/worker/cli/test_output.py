@@ -10,6 +10,7 @@ import io
 from rich.console import Console
 
 from app.db.models import Answer, Summary
+from app.services.answer_labels import MODEL_TEXT_TITLE
 from worker.cli.output import print_answer, print_summary
 
 
@@ -102,7 +103,7 @@ def test_the_three_support_states_print_their_labels_and_what_is_missing() -> No
     )
     printed = _printed_answer(unsupported)
     assert 'Not supported by the quoted text. The model\'s answer stated "2031"' in printed
-    assert "The model's own answer, not shown above: It ends in 2031." in printed
+    assert f"{MODEL_TEXT_TITLE}: It ends in 2031." in printed  # the UI's words for it
 
 
 def test_an_answer_saved_before_the_meaning_check_still_prints() -> None:
