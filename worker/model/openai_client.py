@@ -14,7 +14,9 @@ prompt judged to fit does fit. The context length is the server's (`max_model_le
 Structured output: `complete_many(..., response_schema=...)` asks for JSON matching a JSON
 schema (`response_format` type json_schema, which vLLM and SGLang honour). A server that
 refuses it is asked again in plain text, for good; a reply that does not match the schema is
-asked again once, then its text is returned for the caller's own parsing.
+asked again once, then its text is returned for the caller's own parsing. A server that ignores
+the schema (plain text, not JSON, SCHEMA_IGNORED_LIMIT times in a row) is asked in plain text
+from then on, so it does not cost every request twice.
 
 Faults, each a ModelServerError with a code and a sentence (worker/jobs/runner.py stores it on
 the job; the job can be run again): no connection ("the model server at HOST did not answer"),
@@ -118,6 +120,7 @@ class _Shared:
         self.model: str | None = config.model or None
         self.context_tokens: int | None = None
         self.takes_schema = True
+        self.schema_ignored = 0  # replies in a row, each asked twice, that were not JSON at all
 
 
 class OpenAIChatModel:
@@ -256,6 +259,7 @@ class OpenAIChatModel:
             try:
                 reply = self._request(index, messages, max_new_tokens, schema, tracker, stop)
                 if _matches(reply.text, schema):
+                    shared.schema_ignored = 0
                     return _with(reply, structured=True)
                 logger.warning("model server reply does not match the schema; asking once more")
                 tracker.restart(index)
@@ -263,6 +267,8 @@ class OpenAIChatModel:
                 if _matches(reply.text, schema):
                     return _with(reply, structured=True)
                 logger.warning("model server reply does not match the schema; plain text parsed")
+                if not _is_json(reply.text):
+                    _ignored_schema(shared)
                 return _with(reply, structured=False)
             except SchemaRefused:
                 shared.takes_schema = False
@@ -461,6 +467,30 @@ def _stats(usage, body, written, text, started, first_token_at, ended, finish_re
 
 def _with(reply: ServerCompletion, *, structured: bool) -> ServerCompletion:
     return ServerCompletion(reply.text, {**reply.stats, "structured": structured})
+
+
+# A server whose replies are not JSON at all this many times in a row, asked twice each time,
+# ignores `response_format` (transformers serve does): it is asked in plain text from then on.
+SCHEMA_IGNORED_LIMIT = 2
+
+
+def _ignored_schema(shared: _Shared) -> None:
+    with shared.lock:
+        shared.schema_ignored += 1
+        if shared.schema_ignored >= SCHEMA_IGNORED_LIMIT and shared.takes_schema:
+            shared.takes_schema = False
+            logger.info(
+                "the model server at %s ignores the JSON schema; asked in plain text from now on",
+                shared.config.host,
+            )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _matches(text: str, schema: dict[str, Any]) -> bool:
