@@ -37,7 +37,15 @@ class Metrics:
     redactions: Any  # Counter: redactions found in documents
     serve_requests: Any  # Counter: `longdoc serve` requests, by endpoint and outcome
     serve_running: Any  # Gauge: `longdoc serve` requests in the engine now
+    kv_tier_tokens: Any  # Counter: prompt tokens looked up in a lower KV tier, by tier and result
+    kv_tier_loaded_bytes: Any  # Counter: bytes loaded from a lower KV tier, by tier
+    kv_tier_stored_bytes: Any  # Counter: bytes copied down to a lower KV tier, by tier
+    kv_tier_load_seconds: Any  # Histogram: one request's load time from a lower tier, by tier
 
+
+# The engine's lower KV tiers (engine/kv_tiers/), as its request stats name them.
+KV_TIERS = ("cpu", "disk")
+_LOAD_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 # The queue-depth gauge is collected at each scrape (app/metrics_export.py), not recorded.
 QUEUE_DEPTH = "longdoc_queue_depth"
@@ -118,6 +126,24 @@ def _make() -> Metrics:
             "Requests of `longdoc serve` in the engine now.",
             multiprocess_mode="livesum",
         ),
+        kv_tier_tokens=Counter(
+            "longdoc_kv_tier_tokens",
+            "Prompt tokens looked up in a lower KV tier (below the GPU's prefix cache), by tier "
+            "and whether it held them (hit) or not (miss).",
+            ["tier", "result"],
+        ),
+        kv_tier_loaded_bytes=Counter(
+            "longdoc_kv_tier_loaded_bytes", "Bytes of KV loaded from a lower tier.", ["tier"]
+        ),
+        kv_tier_stored_bytes=Counter(
+            "longdoc_kv_tier_stored_bytes", "Bytes of KV copied down to a lower tier.", ["tier"]
+        ),
+        kv_tier_load_seconds=Histogram(
+            "longdoc_kv_tier_load_seconds",
+            "Seconds one request spent loading its prompt's KV from a lower tier.",
+            ["tier"],
+            buckets=_LOAD_SECONDS_BUCKETS,
+        ),
     )
 
 
@@ -160,9 +186,30 @@ def record_model_request(stats: Mapping[str, Any]) -> None:
         metrics.kv_blocks_used.set(used)
     if (free := _number(stats.get("num_kv_blocks_free"))) is not None:
         metrics.kv_blocks_free.set(free)
+    _record_kv_tiers(metrics, stats)
     for fallback in stats.get("fallbacks") or ():
         kind = fallback.get("kind") if isinstance(fallback, Mapping) else None
         metrics.fallbacks.labels(kind=str(kind or "unknown")).inc()
+
+
+def _record_kv_tiers(metrics: Metrics, stats: Mapping[str, Any]) -> None:
+    for tier in KV_TIERS:
+        hit = int(_number(stats.get(f"{tier}_tier_num_tokens")) or 0)
+        missed = int(_number(stats.get(f"{tier}_tier_num_missed_tokens")) or 0)
+        if hit == 0 and missed == 0:
+            continue  # the tier is off, or the device's own cache held the whole prompt
+        metrics.kv_tier_tokens.labels(tier=tier, result="hit").inc(hit)
+        metrics.kv_tier_tokens.labels(tier=tier, result="miss").inc(missed)
+        if hit:
+            loaded = int(_number(stats.get(f"{tier}_tier_num_bytes")) or 0)
+            metrics.kv_tier_loaded_bytes.labels(tier=tier).inc(loaded)
+            seconds = _number(stats.get(f"{tier}_tier_seconds")) or 0.0
+            metrics.kv_tier_load_seconds.labels(tier=tier).observe(max(seconds, 0.0))
+
+
+def record_kv_tier_stored(tier: str, num_bytes: int) -> None:
+    """Bytes the engine copied down a lower KV tier (the write-behind), since the last call."""
+    get().kv_tier_stored_bytes.labels(tier=tier).inc(max(num_bytes, 0))
 
 
 def record_serve_request(endpoint: str, outcome: str) -> None:

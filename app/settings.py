@@ -117,6 +117,15 @@ class Settings(BaseSettings):
     # companions before it starts (seconds, at most 0.05).
     engine_max_num_seqs: int = Field(default=64, gt=0)
     engine_admission_window_s: float = Field(default=0.010, ge=0, le=0.05)
+    # KV tiers below the engine's GPU prefix cache (engine/kv_tiers/): a document's KV outlives
+    # the worker, so a question after a restart loads it instead of reading the document again.
+    # CPU memory per worker process (0: none), and files under kv_disk_tier_dir shared by the
+    # workers of this machine, LRU-evicted past kv_disk_tier_bytes; kv_disk_tier_enabled=false
+    # keeps nothing on disk. Deleting a document deletes its blocks (app/kv_cache_files.py).
+    kv_cpu_tier_bytes: int = Field(default=1024 * MIB, ge=0)
+    kv_disk_tier_enabled: bool = True
+    kv_disk_tier_dir: Path = Field(default=Path(), description="Default: <data_dir>/kv_cache")
+    kv_disk_tier_bytes: int = Field(default=20 * 1024 * MIB, gt=0)
     # The model worker runs tasks in threads that share one engine: this many at once, of
     # which at most model_batch_slots are summaries (the rest stay free for questions).
     model_worker_concurrency: int = Field(default=8, ge=2)
@@ -200,6 +209,7 @@ class Settings(BaseSettings):
             ("files_dir", "files"),
             ("model_cache_dir", "models"),
             ("inbox_dir", "inbox"),
+            ("kv_disk_tier_dir", "kv_cache"),
         ):
             given = values.get(name)
             values[name] = Path(given).expanduser().absolute() if given else data_dir / default
@@ -241,6 +251,11 @@ class Settings(BaseSettings):
                 ) from None
             return text.strip() or None
         return None
+
+    @property
+    def kv_cache_dir(self) -> Path | None:
+        """The disk tier's folder, or None when the disk tier is off."""
+        return self.kv_disk_tier_dir if self.kv_disk_tier_enabled else None
 
     @property
     def is_embedded_broker(self) -> bool:

@@ -74,6 +74,10 @@ class BlockManager:
         # Insertion order is recency: the first key is the least recently freed.
         self._cached_free_block_ids: OrderedDict[int, None] = OrderedDict()
         self._hash_to_block_id: dict[int, int] = {}
+        # With record_registered (the KV tiers are on): (seq, block index, block id) of every
+        # prompt block registered by commit_computed, for the tiers to copy down; they drain it.
+        self.record_registered = False
+        self.registered: list[tuple[Sequence, int, int]] = []
 
     # ---- capacity -------------------------------------------------------------------------
 
@@ -172,6 +176,11 @@ class BlockManager:
                 block.hash = block_hash
                 block.token_ids = token_ids
                 self._hash_to_block_id[block_hash] = block.block_id
+                if (
+                    self.record_registered
+                    and block_index < seq.num_prompt_tokens // self.block_size
+                ):
+                    self.registered.append((seq, block_index, block.block_id))
 
     # ---- decode ---------------------------------------------------------------------------
 
@@ -224,6 +233,56 @@ class BlockManager:
         if num_kept_blocks > num_full_blocks:
             self._make_last_block_writable(seq)
         seq.num_cached_tokens = min(seq.num_cached_tokens, seq.num_computed_tokens)
+
+    # ---- lower tiers (engine/kv_tiers) -----------------------------------------------------
+
+    def cached_block_id(self, block_hash: int, token_ids: tuple[int, ...]) -> int | None:
+        """The block holding this prefix block's KV in the cache, or None."""
+        block_id = self._hash_to_block_id.get(block_hash)
+        if block_id is None or self.blocks[block_id].token_ids != token_ids:
+            return None
+        return block_id
+
+    def hold(self, block_ids: SequenceOf[int]) -> None:
+        """Take a reference on each block (kept from eviction and reuse until release)."""
+        for block_id in block_ids:
+            self._take_ref(block_id)
+
+    def release(self, block_ids: SequenceOf[int]) -> None:
+        for block_id in reversed(block_ids):
+            self._drop_ref(block_id)
+
+    def import_block(self, block_hash: int, token_ids: tuple[int, ...]) -> int:
+        """A fresh block registered under block_hash, held once (the caller writes its KV, then
+        releases it: it stays in the cache for allocate() to find)."""
+        if block_hash in self._hash_to_block_id:
+            raise ValueError("the block is already in the cache; import only what is missing.")
+        block_id = self._allocate_fresh_block()
+        block = self.blocks[block_id]
+        block.hash, block.token_ids = block_hash, token_ids
+        self._hash_to_block_id[block_hash] = block_id
+        return block_id
+
+    def forget_hashes(self, block_hashes: SequenceOf[int]) -> int:
+        """Drop these prefixes from the cache (a deleted document); blocks in use keep their KV
+        for their request but are never found again. Returns how many were dropped."""
+        num_dropped = 0
+        for block_hash in block_hashes:
+            block_id = self._hash_to_block_id.get(block_hash)
+            if block_id is None:
+                continue
+            block = self.blocks[block_id]
+            self._forget_hash(block)
+            if block.ref_count == 0:
+                del self._cached_free_block_ids[block_id]
+                heapq.heappush(self._free_block_ids, block_id)
+            num_dropped += 1
+        return num_dropped
+
+    def forget_cached_free(self) -> int:
+        """Drop every cached block nobody uses (benchmarks: a device cache as after eviction)."""
+        block_ids = list(self._cached_free_block_ids)
+        return self.forget_hashes([self.blocks[b].hash for b in block_ids])  # type: ignore[misc]
 
     # ---- internals ------------------------------------------------------------------------
 

@@ -64,15 +64,31 @@ class EngineConfig:
     # Schedule and launch each step before the previous step's tokens are read back, so the
     # host's work per step overlaps the device's (engine/step_pipeline.py).
     async_scheduling: bool = True
+    # Tiers below the GPU's prefix cache for full blocks of tagged prompts (engine/kv_tiers/):
+    # CPU memory up to this many bytes (0: none), and files under kv_disk_tier_dir up to
+    # kv_disk_tier_bytes (None: no disk tier). kv_model_identity names the weights when the
+    # caller knows them better than a fingerprint of the checkpoint's files (None: fingerprint).
+    kv_cpu_tier_bytes: int = 0
+    kv_disk_tier_dir: Path | None = None
+    kv_disk_tier_bytes: int = 20 * 1024 * MiB
+    kv_model_identity: str | None = None
 
     def __post_init__(self) -> None:
         # Accept str paths from callers; frozen, so coerce through object.__setattr__.
         object.__setattr__(self, "model_path", Path(self.model_path))
         if self.model_cache_dir is not None:
             object.__setattr__(self, "model_cache_dir", Path(self.model_cache_dir))
+        if self.kv_disk_tier_dir is not None:
+            object.__setattr__(self, "kv_disk_tier_dir", Path(self.kv_disk_tier_dir))
         self._validate_model()
         self._validate_choices()
         self._validate_sizes()
+
+    @property
+    def has_kv_tiers(self) -> bool:
+        return self.enable_prefix_cache and (
+            self.kv_cpu_tier_bytes > 0 or self.kv_disk_tier_dir is not None
+        )
 
     @property
     def is_gguf(self) -> bool:
@@ -121,6 +137,11 @@ class EngineConfig:
             )
         if self.max_kv_cache_bytes is not None:
             _require_positive("max_kv_cache_bytes", self.max_kv_cache_bytes)
+        if _is_bad_int(self.kv_cpu_tier_bytes) or self.kv_cpu_tier_bytes < 0:
+            raise ValueError(
+                f"kv_cpu_tier_bytes must be 0 or more, not {self.kv_cpu_tier_bytes!r}."
+            )
+        _require_positive("kv_disk_tier_bytes", self.kv_disk_tier_bytes)
         if self.max_model_len is not None:
             _require_positive("max_model_len", self.max_model_len)
         if _is_bad_int(self.memory_headroom_bytes) or self.memory_headroom_bytes < 0:

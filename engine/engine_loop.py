@@ -115,6 +115,7 @@ class _Submission:
     params: SamplingParams
     priority: int
     handle: RequestHandle
+    cache_tag: str | None = None
 
 
 class EngineLoop:
@@ -133,9 +134,12 @@ class EngineLoop:
         *,
         priority: int = 0,
         on_event: Callable[[], None] | None = None,
+        cache_tag: str | None = None,
     ) -> RequestHandle:
+        """cache_tag: the document the prompt's KV belongs to (LLMEngine.add_request)."""
         handle = RequestHandle(self, on_event)
-        self.post(("add", _Submission(list(prompt_token_ids), params, priority, handle)))
+        submission = _Submission(list(prompt_token_ids), params, priority, handle, cache_tag)
+        self.post(("add", submission))
         return handle
 
     def generate_many(
@@ -163,6 +167,10 @@ class EngineLoop:
         """Requests in the engine now (added and neither finished nor aborted yet)."""
         return len(self._handles)
 
+    def forget_cache_tag(self, tag: str) -> None:
+        """Drop a tag's KV from every tier, on the loop's thread (LLMEngine.forget_cache_tag)."""
+        self.post(("forget", tag))
+
     def post(self, message: tuple) -> None:
         self._inbox.put(message)
 
@@ -184,6 +192,7 @@ class EngineLoop:
             wait = IDLE_POLL_S if idle else engine.wait_time()
             self._drain(block=wait > 0, timeout=wait)
             if not engine.has_unfinished_requests():
+                engine.poll_kv_tiers()  # a document deleted meanwhile leaves every tier
                 continue
             try:
                 results = engine.step()
@@ -212,6 +221,11 @@ class EngineLoop:
         kind = message[0]
         if kind == "add":
             self._add(message[1])
+        elif kind == "forget":
+            try:
+                self.engine.forget_cache_tag(message[1])
+            except (OSError, ValueError):
+                logger.exception("forgetting a cache tag failed")
         elif kind == "abort":
             handle = message[1]
             if handle.request_id is not None and self._handles.pop(handle.request_id, None):
@@ -226,6 +240,7 @@ class EngineLoop:
                 submission.prompt_token_ids,
                 submission.params,
                 priority=submission.priority,
+                cache_tag=submission.cache_tag,
                 on_token=lambda token_id, delta: handle._push(_TOKEN, token_id, delta),
                 on_progress=lambda done, total, chunks: handle._push(
                     _PROGRESS, done, total, chunks

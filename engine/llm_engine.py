@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Sequence as SequenceOf
+from dataclasses import replace
 from functools import partial
 from types import MappingProxyType
 
@@ -25,6 +26,7 @@ from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer, StopStrings
 from engine.device_memory import peak_bytes, reset_peak
 from engine.errors import EngineError, PromptTooLongError, UnsupportedModelError
+from engine.kv_tiers import TierCounters, check_tag
 from engine.loader import resolve_checkpoint
 from engine.loop_detector import LoopDetector
 from engine.models import ModelArgs
@@ -112,9 +114,13 @@ class LLMEngine:
         priority: int = 0,
         on_token: TokenCallback | None = None,
         on_progress: ProgressCallback | None = None,
+        cache_tag: str | None = None,
     ) -> int:
-        """Queue a request; its tokens come from later step() calls. Returns its id."""
-        return self._add(prompt_token_ids, params, priority, on_token, on_progress).request_id
+        """Queue a request; its tokens come from later step() calls. Returns its id. cache_tag:
+        the document its prompt belongs to; only tagged prompts' blocks go to the lower KV
+        tiers, and forget_cache_tag(tag) removes them from every tier."""
+        request = self._add(prompt_token_ids, params, priority, on_token, on_progress, cache_tag)
+        return request.request_id
 
     def step(self) -> list[GenerationResult]:
         """One step on every placement with work; the requests that finished (with async
@@ -130,6 +136,41 @@ class LLMEngine:
             self._text_pending += pipeline.step()  # schedule -> run -> tokens to their requests
         finished = self._process_text()  # postprocess: text, stop strings, loops, callbacks
         return finished + self._collect_failed()
+
+    # ---- lower KV tiers (engine/kv_tiers/) ------------------------------------------------
+
+    def forget_cache_tag(self, tag: str) -> None:
+        """Delete every KV block of tag's prompts from every tier (a deleted document): from the
+        device's prefix cache, the CPU tier, and the disk folder for every process sharing it."""
+        if self._main.tiers is not None:
+            self._main.tiers.forget(tag)
+
+    def drop_device_prefix_cache(self) -> int:
+        """Forget the prefixes cached on the device that no request uses, as if evicted (the lower
+        tiers keep theirs). For benchmarks and tests; returns the blocks dropped."""
+        return self._main.blocks.forget_cached_free()
+
+    def poll_kv_tiers(self) -> None:
+        """Finish the copies down the tiers that are done, and take in the tags other processes
+        forgot (an idle engine's loop calls this)."""
+        if self._main.tiers is not None:
+            self._main.tiers.poll()
+
+    def flush_kv_tiers(self) -> None:
+        """Wait until the blocks computed so far are in the CPU tier and on disk."""
+        if self._main.tiers is not None:
+            self._main.tiers.flush()
+
+    def kv_tier_counters(self) -> dict[str, TierCounters]:
+        """Hits, misses, bytes and load seconds of each lower tier since the engine started."""
+        if self._main.tiers is None:
+            return {}
+        return {tier: replace(c) for tier, c in self._main.tiers.counters.items()}
+
+    def close(self) -> None:
+        """Finish the writes down the tiers and stop their thread."""
+        if self._main.tiers is not None:
+            self._main.tiers.close()
 
     @property
     def num_steps(self) -> int:
@@ -191,9 +232,15 @@ class LLMEngine:
         on_token: TokenCallback | None = None,
         on_progress: ProgressCallback | None = None,
         priority: int = 0,
+        cache_tag: str | None = None,
     ) -> GenerationResult:
         request_id = self.add_request(
-            prompt_token_ids, params, priority=priority, on_token=on_token, on_progress=on_progress
+            prompt_token_ids,
+            params,
+            priority=priority,
+            on_token=on_token,
+            on_progress=on_progress,
+            cache_tag=cache_tag,
         )
         try:
             (result,) = self._run_until_done([request_id])
@@ -212,7 +259,7 @@ class LLMEngine:
     ) -> torch.Tensor:
         """fp32 logits of the last position [V], or with all_positions of every position
         computed (not reused from the prefix cache) [N, V]. For tests and benchmarks."""
-        request = self._add(prompt_token_ids, SamplingParams(max_new_tokens=1), 0, None, None)
+        request = self._add(prompt_token_ids, SamplingParams(max_new_tokens=1), 0, None, None, None)
         request.prefill_only, request.all_logits = True, all_positions
         request.seq.max_chunk_tokens = chunk_size
         try:
@@ -232,11 +279,14 @@ class LLMEngine:
         priority: int,
         on_token: TokenCallback | None,
         on_progress: ProgressCallback | None,
+        cache_tag: str | None,
     ) -> Request:
         prompt = self._checked_prompt(prompt_token_ids)
+        if cache_tag is not None:
+            check_tag(cache_tag)
         request_id = self._next_request_id
         self._next_request_id += 1
-        seq = Sequence(request_id, prompt, len(prompt), priority=priority)
+        seq = Sequence(request_id, prompt, len(prompt), priority=priority, cache_tag=cache_tag)
         stats = RequestStats(
             num_prompt_tokens=len(prompt),
             attention_backend=self.attention_backend,

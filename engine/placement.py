@@ -19,6 +19,7 @@ from engine.config import DTYPE_NUM_BYTES, EngineConfig
 from engine.device_memory import free_bytes
 from engine.errors import EngineError
 from engine.kv_cache import KVCache, plan_num_blocks
+from engine.kv_tiers import TieredKVCache, build_kv_tiers
 from engine.loader import load_model
 from engine.model_runner import ModelRunner
 from engine.models.linear import CPU_MLP_MAX_ROWS, cpu_linear_fn
@@ -36,6 +37,8 @@ class Placement:
     scheduler: Scheduler
     shape: ModelShape
     dtype_bytes: int
+    # The lower KV tiers (engine/kv_tiers/), on the main placement when the config asks.
+    tiers: TieredKVCache | None = None
 
     @property
     def device(self) -> torch.device:
@@ -131,7 +134,18 @@ def build_placement(
         ),
         blocks,
     )
-    return Placement(name, runner, blocks, scheduler, shape, dtype_bytes)
+    tiers = None
+    if name == MAIN:
+        tiers = build_kv_tiers(
+            config,
+            kv_cache=kv_cache,
+            blocks=blocks,
+            checkpoint_dir=checkpoint_dir,
+            state_dict=state_dict,
+        )
+        if tiers is not None:
+            scheduler.before_allocate = tiers.promote
+    return Placement(name, runner, blocks, scheduler, shape, dtype_bytes, tiers)
 
 
 def _step_budget(

@@ -83,6 +83,7 @@ class Request:
         if self.num_chunks_done == 0 and self.seq.num_preemptions == 0:
             self.stats.queue_seconds = max(0.0, now - self.seq.arrival_time)
             self.stats.num_cached_tokens = self.seq.num_cached_tokens
+            self.stats.tier_loads = dict(self.seq.tier_loads)
 
     def on_prefill_chunk(self, num_tokens: int, end: int, seconds: float) -> None:
         self.stats.chunk_sizes.append(num_tokens)

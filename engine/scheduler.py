@@ -132,6 +132,9 @@ class Scheduler:
         self.budget = config.max_num_batched_tokens
         self._num_steps_since_oom = 0
         self._num_steps = 0
+        # Called with a request about to be allocated (it fits): the lower KV tiers load its
+        # prefix into the cache here, so allocate() finds it (engine/kv_tiers/).
+        self.before_allocate: Callable[[Sequence], None] | None = None
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -163,6 +166,7 @@ class Scheduler:
         self.running.remove(seq)
         self.blocks.free(seq)
         seq.num_cached_tokens = 0
+        seq.tier_loads = {}
 
     @property
     def has_unfinished(self) -> bool:
@@ -213,6 +217,8 @@ class Scheduler:
             if len(self.running) >= self.config.max_num_seqs or not self.blocks.can_allocate(seq):
                 break
             self.waiting.pop(0)
+            if self.before_allocate is not None:
+                self.before_allocate(seq)
             self.blocks.allocate(seq)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)

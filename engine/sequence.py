@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from engine.stats import TierLoad
+
 PLACEHOLDER_TOKEN_ID = -1
 
 
@@ -52,6 +54,11 @@ class Sequence:
     # The request ends once it has generated this many tokens (None: no limit known here); a
     # sequence that has them, the last maybe still a placeholder, is not scheduled again.
     max_completion_tokens: int | None = None
+    # The document (or other owner) the prompt's KV belongs to: only tagged prompts are copied
+    # to the lower KV tiers, and forgetting the tag removes them (engine/kv_tiers/).
+    cache_tag: str | None = None
+    # Set with num_cached_tokens: what of it came from each lower KV tier.
+    tier_loads: dict[str, TierLoad] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.token_ids = list(self.token_ids)

@@ -11,6 +11,20 @@ FALLBACK_TRUNCATED = "truncated"  # the prompt was cut to what fitted (oom_polic
 FALLBACK_CPU = "cpu"  # the rest of the request ran on the CPU (oom_policy "cpu")
 
 
+# The KV tiers below the device's prefix cache (engine/kv_tiers/), by name.
+KV_TIERS = ("cpu", "disk")
+
+
+@dataclass
+class TierLoad:
+    """What one request's prompt took from one lower KV tier before its prefill."""
+
+    num_tokens: int = 0
+    num_bytes: int = 0
+    seconds: float = 0.0
+    num_missed_tokens: int = 0  # looked for in this tier and not found (computed or lower)
+
+
 @dataclass
 class RequestStats:
     num_prompt_tokens: int = 0
@@ -38,10 +52,21 @@ class RequestStats:
     num_kv_blocks_free: int | None = None
     finish_reason: str | None = None  # "stop", "length", "loop" or "abort"
     loop: dict[str, Any] | None = None  # the loop detector's finding (Loop.to_dict())
+    # Of num_cached_tokens, those loaded from a lower KV tier (by name) before the prefill.
+    tier_loads: dict[str, TierLoad] = field(default_factory=dict)
 
     @property
     def num_computed_prompt_tokens(self) -> int:
         return self.num_prompt_tokens - self.num_cached_tokens
+
+    def tier_tokens(self, tier: str) -> int:
+        load = self.tier_loads.get(tier)
+        return load.num_tokens if load is not None else 0
+
+    @property
+    def num_gpu_cached_tokens(self) -> int:
+        """Prompt tokens the device's own prefix cache held (not loaded from a lower tier)."""
+        return self.num_cached_tokens - sum(self.tier_tokens(tier) for tier in KV_TIERS)
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -91,6 +116,13 @@ class RequestStats:
             "num_kv_blocks_used": self.num_kv_blocks_used,
             "num_kv_blocks_free": self.num_kv_blocks_free,
             "loop": _json_safe(self.loop),
+            "num_computed_prompt_tokens": self.num_computed_prompt_tokens,
+            "num_gpu_cached_tokens": self.num_gpu_cached_tokens,
+            **{
+                f"{tier}_tier_{what}": getattr(self.tier_loads.get(tier, TierLoad()), what)
+                for tier in KV_TIERS
+                for what in ("num_tokens", "num_bytes", "seconds", "num_missed_tokens")
+            },
         }
 
 

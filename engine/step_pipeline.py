@@ -118,6 +118,8 @@ class StepPipeline:
         launched = self.placement.runner.launch(step, self._requests, previous)
         # Nothing below can run out of device memory: the step is committed.
         self.placement.scheduler.complete(step)
+        if self.placement.tiers is not None:
+            self.placement.tiers.after_step()  # copies down, off the critical path
         for chunk in step.chunks:
             if chunk.seq.request_id in launched.row_of:
                 chunk.seq.append_token(PLACEHOLDER_TOKEN_ID)

@@ -59,11 +59,26 @@ _RETRY = {
 }
 
 
-def _model(settings: Any, priority: int) -> Any:
-    """The process's shared model for one task: its priority, ending at the task's limit."""
+def _model(settings: Any, priority: int, job_id: int | None = None) -> Any:
+    """The process's shared model for one task: its priority, ending at the task's limit. With
+    job_id (questions: people come back to a document with more), the KV of its document's
+    prompts is kept in the engine's lower tiers under the document's tag (engine/kv_tiers/);
+    summaries and key facts are read once, and would only crowd the tiers."""
     return engine_holder.get_chat_model(
-        settings, priority=priority, time_limit_s=settings.model_time_limit_s
+        settings,
+        priority=priority,
+        time_limit_s=settings.model_time_limit_s,
+        document_id=_document_of(job_id),
     )
+
+
+def _document_of(job_id: int | None) -> int | None:
+    """The job's document (None: a collection's job, or no job)."""
+    if job_id is None:
+        return None
+    with resources.sessions()() as session:
+        job = jobs.get_job(session=session, job_id=job_id)
+        return job.document_id if job is not None else None
 
 
 def _queue(task: Task, settings: Any, job_ids: list[int]) -> None:
@@ -136,7 +151,7 @@ def answer_task(self: Task, job_id: int) -> dict[str, Any]:
     outcome = run(
         job_id,
         sessions=resources.sessions(),
-        model_factory=lambda: _model(settings, PRIORITY_INTERACTIVE),
+        model_factory=lambda: _model(settings, PRIORITY_INTERACTIVE, job_id),
         max_new_tokens=settings.answer_max_new_tokens,
         task_id=self.request.id,
         embedder=resources.embedder(),

@@ -17,6 +17,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app import kv_cache_files
 from app.db.models import (
     Document,
     DocumentKind,
@@ -268,12 +269,16 @@ def documents_missing_embeddings(*, session: Session, model: str) -> list[int]:
     return list(session.scalars(query))
 
 
-def delete_document(*, session: Session, document_id: int, files_dir: Path) -> bool:
+def delete_document(
+    *, session: Session, document_id: int, files_dir: Path, kv_cache_dir: Path | None = None
+) -> bool:
     """Delete the document and, by cascade, its pages, passages, jobs, summaries and answers,
     its place in collections, and the collection answers that quote it.
 
     Its stored file is removed too when it lies inside `files_dir` (a path elsewhere is never
-    touched). Flushes; the caller commits. False when there is no such document.
+    touched), and its KV blocks in the engine's disk tier under `kv_cache_dir` (the workers
+    drop theirs from memory too: app/kv_cache_files.py). Flushes; the caller commits. False
+    when there is no such document.
 
     A task still running one of its jobs stops using the model at its next check once this is
     committed and saves nothing (worker/jobs/run_claim.py); ids are never given again
@@ -290,6 +295,7 @@ def delete_document(*, session: Session, document_id: int, files_dir: Path) -> b
         path = (files_dir / stored_path).resolve()
         if path.is_relative_to(files_dir.resolve()):
             path.unlink(missing_ok=True)
+    kv_cache_files.forget_document_kv(kv_cache_dir=kv_cache_dir, document_id=document_id)
     return True
 
 

@@ -55,6 +55,11 @@ class RequestPoint:
     decode_seconds: float
     device: str = ""
     attention_backend: str = ""
+    # Where the prompt's KV came from: the device's prefix cache, the engine's lower tiers
+    # (engine/kv_tiers/), or computed. Zero where the request recorded none of them.
+    num_gpu_cached_tokens: int = 0
+    num_cpu_tier_tokens: int = 0
+    num_disk_tier_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,26 @@ def _point(record: JobRecord, stats: dict[str, Any], *, per_call: bool) -> Reque
         decode_seconds=float(_number(stats.get("decode_seconds"))),
         device=str(stats.get("device") or ""),
         attention_backend=str(stats.get("attention_backend") or ""),
+        num_gpu_cached_tokens=int(
+            _number(stats.get("num_gpu_cached_tokens", stats.get("num_cached_tokens")))
+        ),
+        num_cpu_tier_tokens=int(_number(stats.get("cpu_tier_num_tokens"))),
+        num_disk_tier_tokens=int(_number(stats.get("disk_tier_num_tokens"))),
     )
+
+
+def prompt_token_sources(points: Iterable[RequestPoint]) -> dict[str, int]:
+    """Prompt tokens of the requests by where their KV came from: computed, the GPU's prefix
+    cache, the CPU tier or the disk tier."""
+    totals = {"computed": 0, "gpu": 0, "cpu": 0, "disk": 0}
+    for point in points:
+        reused = point.num_gpu_cached_tokens + point.num_cpu_tier_tokens
+        reused += point.num_disk_tier_tokens
+        totals["computed"] += max(0, point.num_prompt_tokens - reused)
+        totals["gpu"] += point.num_gpu_cached_tokens
+        totals["cpu"] += point.num_cpu_tier_tokens
+        totals["disk"] += point.num_disk_tier_tokens
+    return totals
 
 
 def _fallback_kinds(stats: dict[str, Any]) -> tuple[str, ...]:

@@ -40,7 +40,10 @@ def _confirm_delete(document_id: int, title: str) -> None:
         settings = ctx.settings()
         with ctx.session() as db:
             removed = documents.delete_document(
-                session=db, document_id=document_id, files_dir=settings.files_dir
+                session=db,
+                document_id=document_id,
+                files_dir=settings.files_dir,
+                kv_cache_dir=settings.kv_cache_dir,
             )
             db.commit()
         logger.info("document %s deleted from the UI: %s", document_id, removed)

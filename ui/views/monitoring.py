@@ -37,6 +37,21 @@ def _metrics(points: list[monitoring.RequestPoint], spread: monitoring.Spread) -
     cells[4].metric("Fallbacks taken", sum(fallbacks.values()))
 
 
+def _prompt_sources(points: list[monitoring.RequestPoint]) -> None:
+    sources = monitoring.prompt_token_sources(points)
+    cells = st.columns(4)
+    cells[0].metric("Prompt tokens computed", f"{sources['computed']:,}")
+    cells[1].metric("From the GPU cache", f"{sources['gpu']:,}")
+    cells[2].metric(
+        "From the CPU tier", f"{sources['cpu']:,}", help="KV kept in the worker's memory."
+    )
+    cells[3].metric(
+        "From the disk tier",
+        f"{sources['disk']:,}",
+        help="KV kept on disk: what a question after a restart loads instead of reading.",
+    )
+
+
 def _ingest_metrics(counts: IngestCounts) -> None:
     st.markdown("##### Ingests: scanned pages and hidden text")
     cells = st.columns(5)
@@ -70,6 +85,7 @@ def render() -> None:
     points = monitoring.request_points(records)
     spread = monitoring.prefill_spread(points)
     _metrics(points, spread)
+    _prompt_sources(points)
     depth = monitoring.queue_depth(records, now=datetime.now(UTC))
     if not points:
         st.info(

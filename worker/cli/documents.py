@@ -169,7 +169,10 @@ def delete_command(
             raise typer.Exit(1)
         with open_session(settings) as session:
             if not documents.delete_document(
-                session=session, document_id=document_id, files_dir=settings.files_dir
+                session=session,
+                document_id=document_id,
+                files_dir=settings.files_dir,
+                kv_cache_dir=settings.kv_cache_dir,
             ):
                 raise NotFound(missing)
             session.commit()

@@ -10,6 +10,7 @@ Each request's engine stats, and each token as it comes, go into the metrics (ap
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class EngineChatModel:
         priority: int = PRIORITY_BATCH,
         deadline: float | None = None,
         sampling: SamplingParams | None = None,
+        cache_tag: str | None = None,
     ) -> None:
         self._engine = engine
         # max_new_tokens is set per call; the rest (repetition control) comes from settings.
@@ -55,9 +57,13 @@ class EngineChatModel:
         self._name = name
         self.priority = priority
         self.deadline = deadline  # time.monotonic() value, or None
+        # The document the prompts belong to: their KV is kept in the lower tiers under it.
+        self.cache_tag = cache_tag
 
-    def for_task(self, *, priority: int, time_limit_s: float | None) -> EngineChatModel:
-        """The same engine and loop, with a task's priority and deadline."""
+    def for_task(
+        self, *, priority: int, time_limit_s: float | None, cache_tag: str | None = None
+    ) -> EngineChatModel:
+        """The same engine and loop, with a task's priority, deadline and document tag."""
         deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
         return EngineChatModel(
             self._engine,
@@ -66,6 +72,7 @@ class EngineChatModel:
             priority=priority,
             deadline=deadline,
             sampling=self.sampling,
+            cache_tag=cache_tag,
         )
 
     @property
@@ -111,7 +118,10 @@ class EngineChatModel:
         plain text, which the caller parses as it does a model server's unstructured reply."""
         prompts = [self._engine.apply_chat_template(list(m)) for m in conversations]
         params = dataclasses.replace(self.sampling, max_new_tokens=max_new_tokens)
-        handles = [self._loop.submit(p, params, priority=self.priority) for p in prompts]
+        handles = [
+            self._loop.submit(p, params, priority=self.priority, cache_tag=self.cache_tag)
+            for p in prompts
+        ]
         tracker = _Progress(len(prompts), sum(len(p) for p in prompts), on_progress, on_tokens)
         tracker.limit = len(prompts) * max_new_tokens
         results: dict[int, EngineCompletion] = {}
@@ -136,6 +146,7 @@ class EngineChatModel:
                     stats = result.stats.to_dict()
                     stats["finish_reason"] = result.finish_reason
                     metrics.record_model_request(stats)
+                    _record_stored_bytes(self._engine)
                     results[index] = EngineCompletion(text=result.text, stats=stats)
         except RequestTimeout:
             for handle in handles:
@@ -148,6 +159,20 @@ class EngineChatModel:
                 handle.cancel()
             raise
         return [results[index] for index in range(len(handles))]
+
+
+_stored_lock = threading.Lock()
+_stored_seen: dict[str, int] = {}
+
+
+def _record_stored_bytes(engine: LLMEngine) -> None:
+    """Bytes the engine copied down each lower KV tier since the last call, into the metrics."""
+    with _stored_lock:
+        for tier, counters in engine.kv_tier_counters().items():
+            delta = counters.num_stored_bytes - _stored_seen.get(tier, 0)
+            _stored_seen[tier] = counters.num_stored_bytes
+            if delta > 0:
+                metrics.record_kv_tier_stored(tier, delta)
 
 
 class _Progress:

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 
+from app.kv_cache_files import document_cache_tag
 from app.settings import Settings
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.engine_loop import EngineLoop
@@ -53,18 +54,30 @@ def engine_config(settings: Settings) -> EngineConfig:
         compile=settings.engine_compile,
         max_num_seqs=settings.engine_max_num_seqs,
         admission_window_s=settings.engine_admission_window_s,
+        kv_cpu_tier_bytes=settings.kv_cpu_tier_bytes,
+        kv_disk_tier_dir=settings.kv_cache_dir,
+        kv_disk_tier_bytes=settings.kv_disk_tier_bytes,
     )
 
 
 def get_chat_model(
-    settings: Settings, *, priority: int = PRIORITY_BATCH, time_limit_s: float | None = None
+    settings: Settings,
+    *,
+    priority: int = PRIORITY_BATCH,
+    time_limit_s: float | None = None,
+    document_id: int | None = None,
 ) -> EngineChatModel | OpenAIChatModel:
     """This process's model, built on first use (seconds to minutes: weights, KV cache), for
     one task: its requests get `priority` and end at the task's time limit. With
-    LONGDOC_LLM_BASE_URL set, the model server's client instead (no engine is built)."""
+    LONGDOC_LLM_BASE_URL set, the model server's client instead (no engine is built).
+    document_id: the task's document; its prompts' KV is kept in the lower tiers under the
+    document's tag (app/kv_cache_files.py), so deleting the document deletes it."""
     if settings.uses_model_server:
         return _server_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
-    return _shared_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
+    cache_tag = None if document_id is None else document_cache_tag(document_id)
+    return _shared_model(settings).for_task(
+        priority=priority, time_limit_s=time_limit_s, cache_tag=cache_tag
+    )
 
 
 def _server_model(settings: Settings) -> OpenAIChatModel:

