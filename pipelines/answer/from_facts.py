@@ -222,7 +222,8 @@ _CUED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
 _NO_FALLBACK = frozenset({("lower_docket_number",)})
 # "Who is the appellant?", "Which party is the licensee?": a role the parties fact gives.
 _ROLE_ASKED = re.compile(
-    r"\b(?:who|which\s+(?:party|company|side))\s+(?:is|are|was|were)\s+the\s+([a-z-]+?)s?\b",
+    r"\b(?:who|which\s+(?:party|company|side|entity))\s+(?:is|are|was|were|acts\s+as|serves\s+as)"
+    r"\s+(?:the\s+)?([a-z-]+?)s?\b",
     re.IGNORECASE,
 )
 _ROLE_OF = re.compile(r"(?P<name>[^;]+?)\s+\((?P<role>[^()]+)\)\s*(?:;|$)")
