@@ -142,6 +142,8 @@ def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
         )
     if kind == k.EXPIRY:
         near = text[max(0, value.start - DATE_CUE_BEFORE_CHARS) : value.end + DATE_CUE_AFTER_CHARS]
+        if value.kind == k.PERIOD and _notice_or_cure_period(text, value):
+            return False  # "cure within 15 days after notice" is no term of the agreement
         return ROLE[k.EXPIRY].search(near) is not None
     if kind in (k.PERIOD, k.AMOUNT):
         return _shares_question_noun(clause, text)
@@ -181,6 +183,24 @@ def _docket_of_court_asked(clause: str, text: str) -> bool:
     if _LOWER_COURT.search(clause) is None:
         return True
     return _LOWER_COURT.search(text) is not None
+
+
+# A period that counts from an event ("within 15 days after notice", "30 days' prior written
+# notice") is a notice or cure period, not how long the agreement runs.
+_FROM_AN_EVENT_BEFORE = re.compile(
+    r"\b(?:within|upon|on|giving|give|gives|with)\s+(?:\w+\s+){0,2}$", re.I
+)
+_FROM_AN_EVENT_AFTER = re.compile(
+    r"^\W{0,3}(?:\(\d+\)\s*)?(?:(?:days?|months?)['’]?\s+)?(?:after|following|from|of|prior|advance|"
+    r"written|notice|before)\b(?:\s+\w+){0,3}?\s*(?:notice|receipt|request|breach|demand)",
+    re.I,
+)
+
+
+def _notice_or_cure_period(text: str, value: Value) -> bool:
+    before = text[max(0, value.start - 30) : value.start]
+    after = text[value.end : value.end + 60]
+    return bool(_FROM_AN_EVENT_BEFORE.search(before) or _FROM_AN_EVENT_AFTER.search(after))
 
 
 def _of_another_document(text: str, value: Value) -> bool:

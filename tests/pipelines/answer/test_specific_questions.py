@@ -184,3 +184,17 @@ def test_an_open_question_a_quote_answers_is_not_answered_not_found() -> None:
         document, "Which pharmacy chains stock them?", _SaysNotStated(), max_new_tokens=20
     )
     assert other.support == "no_answer" and other.text.startswith("No answer found")
+
+
+def test_a_cure_or_notice_period_is_not_how_long_the_agreement_lasts() -> None:
+    rows = [
+        (2, "Licensor may terminate this Agreement if the sublicensee does not cure the breach "
+            "within 15 days after notice from Licensor."),
+        (4, "This Agreement shall continue in full force and effect for a period of five (5) "
+            "years from the Effective Date."),
+    ]  # fmt: skip
+    question = "How long does the agreement last?"
+    assert answer_by_quotes(question, _quotes(rows[:1])) is None
+    assert _assess(question, "15 days.", rows[:1]).status != SUPPORTED
+    by_quotes = answer_by_quotes(question, _quotes(rows))
+    assert by_quotes is not None and by_quotes.quotes == (1,)
