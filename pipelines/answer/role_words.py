@@ -185,6 +185,11 @@ def _docket_of_court_asked(clause: str, text: str) -> bool:
     return _LOWER_COURT.search(text) is not None
 
 
+_AFTER_THE_TERM = re.compile(
+    r"\W*(?:after|following|beyond|from)\s+(?:its|the|such|any)?\s*(?:termination|expiration|"
+    r"expiry|end)\b",
+    re.IGNORECASE,
+)
 # A period that counts from an event ("within 15 days after notice", "30 days' prior written
 # notice") is a notice or cure period, not how long the agreement runs.
 _FROM_AN_EVENT_BEFORE = re.compile(
@@ -198,9 +203,15 @@ _FROM_AN_EVENT_AFTER = re.compile(
 
 
 def _notice_or_cure_period(text: str, value: Value) -> bool:
+    """Whether the period counts from an event, or runs after the term ("for seven years after
+    its termination": how long confidentiality survives)."""
     before = text[max(0, value.start - 30) : value.start]
     after = text[value.end : value.end + 60]
-    return bool(_FROM_AN_EVENT_BEFORE.search(before) or _FROM_AN_EVENT_AFTER.search(after))
+    return bool(
+        _FROM_AN_EVENT_BEFORE.search(before)
+        or _FROM_AN_EVENT_AFTER.search(after)
+        or _AFTER_THE_TERM.match(after)
+    )
 
 
 def _of_another_document(text: str, value: Value) -> bool:

@@ -36,6 +36,12 @@ _TERM_VERB = re.compile(
     r"\b(?:commences|continues|remains|ends|terminates|runs)\b",
     re.IGNORECASE,
 )
+# "for a period of seven (7) years after its termination": how long a duty survives the term.
+AFTER_THE_TERM = re.compile(
+    r"\W*(?:after|following|beyond|from)\s+(?:its|the|such|any|this\s+agreement['’]s)?\s*"
+    r"(?:termination|expiration|expiry|end)\b",
+    re.IGNORECASE,
+)
 # Sentences about how long something other than the agreement lasts.
 _OTHER_SUBJECT = re.compile(
     r"\b(?:surviv\w*|confidential\w*|non-?compet\w*|non-?solicit\w*|warrant\w*|indemnif\w*|"
@@ -142,6 +148,7 @@ def _term_value(sentence: str, start: int, end: int) -> tuple[str, str] | None:
             start <= mention.start < end
             and _PERIOD_CUE.search(before)
             and not _NOTICE_BEFORE.search(before)
+            and not AFTER_THE_TERM.match(sentence, mention.end)
         ):
             return " ".join(sentence[mention.start : mention.end].split()), mention.iso
     perpetual = _PERPETUAL.search(sentence, start, end)

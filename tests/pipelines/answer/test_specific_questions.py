@@ -198,3 +198,11 @@ def test_a_cure_or_notice_period_is_not_how_long_the_agreement_lasts() -> None:
     assert _assess(question, "15 days.", rows[:1]).status != SUPPORTED
     by_quotes = answer_by_quotes(question, _quotes(rows))
     assert by_quotes is not None and by_quotes.quotes == (1,)
+
+
+def test_how_long_a_duty_survives_the_term_is_not_the_term() -> None:
+    rows = [
+        (8, "During the term of this Agreement and for a period of seven (7) years after its "
+            "termination or expiration each Party shall maintain in confidence the other's data."),
+    ]  # fmt: skip
+    assert answer_by_quotes("How long does the agreement last?", _quotes(rows)) is None

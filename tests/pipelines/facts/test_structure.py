@@ -187,3 +187,19 @@ def test_a_contracts_roles_term_and_renewal_come_from_its_clauses(tmp_path) -> N
     renewal = facts["renewal_term"]
     assert (renewal.normalized, renewal.origin) == ("P1Y", "clause 4, p. 2")
     assert facts["governing_law"].origin == "clause 5, p. 2"
+
+
+def test_a_period_a_duty_lasts_after_the_term_is_not_the_term() -> None:
+    from pipelines.documents import PageText
+    from pipelines.facts.contract_terms import read_term
+    from pipelines.retrieval.evidence import DocumentSentences
+
+    survival = (
+        "5.1 Confidentiality. During the term of this Agreement and for a period of seven (7) "
+        "years after its termination or expiration each Party shall keep the other's data "
+        "in confidence."
+    )
+    assert read_term(DocumentSentences([PageText(8, survival)])) is None
+    term = "8.1 Term. This Agreement shall remain in effect for a period of four (4) years."
+    found = read_term(DocumentSentences([PageText(8, survival), PageText(9, term)]))
+    assert found is not None and found.normalized == "P4Y"
