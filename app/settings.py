@@ -173,6 +173,15 @@ class Settings(BaseSettings):
     # `python -m ui.auth`: "pbkdf2_sha256$<iterations>$<salt>$<hash>", never the password itself.
     ui_password_hash: str = Field(default="", pattern=UI_PASSWORD_HASH_PATTERN)
     ui_port: int = Field(default=8501, gt=0, lt=65536)
+    # --- accounts (issue 25; app/services/accounts.py) ---
+    # A signed-in UI session ends this long after its sign-in (also: sign-out, a disable, a
+    # password reset). The audit log keeps rows this many days (`longdoc audit prune`); HIPAA
+    # asks for six years of its documentation. inbox_user: the user the inbox ingests as (its
+    # documents' owner); "" leaves them without owner (admins, and the collections they join).
+    session_max_age_s: float = Field(default=8 * 3600, gt=0)
+    audit_keep_days: float = Field(default=6 * 366, gt=0)
+    inbox_user: str = ""
+    # --- end accounts ---
 
     # --- `longdoc serve`: our engine over the OpenAI-compatible API (worker/serve/) ---
     # API keys, comma-separated, and/or a file holding one per line; never logged. Without

@@ -1,7 +1,9 @@
-"""The optional UI password: a PBKDF2 hash in settings, checked once per browser session.
+"""Signing in to the UI: a user name and password (accounts, issue 25; app/services/accounts.py).
 
-`python -m ui.auth` asks for a password and prints the hash to put in LONGDOC_UI_PASSWORD_HASH.
-Format: "pbkdf2_sha256$<iterations>$<salt, base64>$<hash, base64>" (Django's, so tools exist).
+The shared UI password of before accounts, a PBKDF2 hash in LONGDOC_UI_PASSWORD_HASH, becomes
+the first admin's ("admin"). `python -m ui.auth` still prints such a hash; `longdoc users` is
+the way to manage accounts. Format: "pbkdf2_sha256$<iterations>$<salt, base64>$<hash, base64>"
+(Django's, so tools exist).
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ import hmac
 import secrets
 import sys
 import time
+from typing import TYPE_CHECKING
 
+from app.services import access, accounts
+from app.services.access import Actor
 from ui import sign_in_limits as limits
 from ui import signed_in
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from app.settings import Settings
 
 ALGORITHM = "pbkdf2_sha256"
 DEFAULT_ITERATIONS = 600_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
@@ -51,48 +61,119 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def require_login(password_hash: str) -> bool:
-    """Show the sign-in form unless this session has signed in. True when the page may render.
+SESSION_USER = "signed_in_user_id"
+SESSION_AT = "signed_in_at"
+SESSION_ACTOR = "actor"
+WRONG = "That user name or password is not right."
 
-    Attempts are limited per client and for everyone, and hashing is bounded
-    (ui/sign_in_limits.py); a signed-in session may upload (ui/upload_gate.py). Streamlit is
-    imported here, not at the top, so the hashing functions work without it.
+
+def require_login(settings: Settings) -> Actor | None:
+    """The signed-in user (accounts, issue 25), or None after showing the sign-in form.
+
+    A database without users and without the shared UI password is open, as before accounts:
+    everyone is the local admin. The shared password becomes the first admin ("admin") on
+    first use. A session ends when it is older than LONGDOC_SESSION_MAX_AGE_S, at sign-out, and
+    when its user is disabled or their password reset. Attempts are limited per client and for
+    everyone, and hashing is bounded (ui/sign_in_limits.py); a signed-in session may upload
+    (ui/upload_gate.py). Streamlit is imported here, not at the top, so the hashing functions
+    work without it.
     """
     import streamlit as st
 
-    if not password_hash or st.session_state.get("is_signed_in"):
-        return True
+    from ui import context as ctx
+
+    origin = f"ui {_client_key()}"
+    with ctx.session() as db:
+        accounts.ensure_first_admin(session=db, password_hash=settings.ui_password_hash)
+        is_open = accounts.count_users(session=db) == 0
+        actor = access.local_admin(origin) if is_open else _current(db, settings, origin)
+    if actor is not None:
+        st.session_state[SESSION_ACTOR] = actor
+        signed_in.add(_session_id())
+        return actor
+    _sign_in_form(origin)
+    return None
+
+
+def _current(db: Session, settings: Settings, origin: str) -> Actor | None:
+    import streamlit as st
+
+    user_id, at = st.session_state.get(SESSION_USER), st.session_state.get(SESSION_AT)
+    if user_id is None or at is None:
+        return None
+    actor = accounts.session_holds(
+        session=db, user_id=user_id, signed_in_at=at, max_age_s=settings.session_max_age_s
+    )
+    if actor is None:
+        end_session()
+        st.session_state["session_ended"] = True
+        return None
+    return actor.coming_from(origin)
+
+
+def end_session() -> None:
+    """Forget this browser session's sign-in (sign-out, or a session that is over)."""
+    import streamlit as st
+
+    for key in (SESSION_USER, SESSION_AT, SESSION_ACTOR):
+        st.session_state.pop(key, None)
+    signed_in.remove(_session_id())
+
+
+def sign_out() -> None:
+    import streamlit as st
+
+    from ui import context as ctx
+
+    actor = st.session_state.get(SESSION_ACTOR)
+    if actor is not None and actor.user_id is not None:
+        with ctx.session() as db:
+            accounts.record_sign_out(session=db, actor=actor)
+    end_session()
+
+
+def _sign_in_form(origin: str) -> None:
+    import streamlit as st
+
     _, middle, _ = st.columns([1, 2, 1])
     with middle:
         st.title("LongDoc")
         st.caption("Faithful summaries and cited answers for long legal and medical PDFs.")
+        if st.session_state.pop("session_ended", False):
+            st.info("Your session has ended; sign in again.")
         with st.form("sign-in"):
+            name = st.text_input("User name", max_chars=100)
             password = st.text_input("Password", type="password")
             submitted = st.form_submit_button("Sign in", type="primary")
         if submitted:
-            sentence = _attempt(password, password_hash, _client_key())
-            if sentence is None:
-                st.session_state["is_signed_in"] = True
+            result = _attempt(name.strip(), password, _client_key(), origin)
+            if isinstance(result, accounts.SignIn):
+                st.session_state[SESSION_USER] = result.actor.user_id
+                st.session_state[SESSION_AT] = result.at
                 signed_in.add(_session_id())
                 st.rerun()
-            st.error(sentence)
-    return False
+            st.error(result)
 
 
-def _attempt(password: str, password_hash: str, client: str) -> str | None:
-    """None when the password is right; else the sentence to show."""
+def _attempt(name: str, password: str, client: str, origin: str) -> accounts.SignIn | str:
+    """The sign-in when the name and password are right; else the sentence to show. Every
+    attempt is in the audit log (ok, failed, locked)."""
+    from ui import context as ctx
+
     try:
         limits.limiter.check(client)
-        with limits.limiter.hashing():
-            is_right = verify_password(password, password_hash)
+        with limits.limiter.hashing(), ctx.session() as db:
+            signed = accounts.sign_in(session=db, name=name, password=password, origin=origin)
     except limits.SignInRefused as refused:
+        with ctx.session() as db:
+            accounts.record_locked(session=db, name=name, origin=origin)
         return str(refused)
-    if is_right:
+    if signed is not None:
         limits.limiter.record_success(client)
-        return None
+        return signed
     limits.limiter.record_failure(client)
     time.sleep(FAILURE_DELAY_S)
-    return "That password is not right."
+    return WRONG
 
 
 def _client_key() -> str:

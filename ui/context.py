@@ -19,6 +19,7 @@ from app.db.session import database_unavailable, make_engine, sqlite_file
 from app.display import display_name
 from app.errors import AppError, DatabaseNotMigrated
 from app.migrate import require_head
+from app.services.access import AccessRefused, Actor
 from app.settings import Settings, load_settings
 
 DOCUMENT_PAGE = "views/document.py"
@@ -27,10 +28,19 @@ LIBRARY_PAGE = "views/library.py"
 MONITORING_PAGE = "views/monitoring.py"
 SEARCH_PAGE = "views/search.py"
 COLLECTIONS_PAGE = "views/collections.py"
+AUDIT_PAGE = "views/audit.py"
 
 
 def settings() -> Settings:
     return load_settings()
+
+
+def actor() -> Actor:
+    """The signed-in user of this browser session (ui/auth.py put it there this run)."""
+    found = st.session_state.get("actor")
+    if found is None:  # a page run without the shell: nobody
+        raise AccessRefused("Sign in first.")
+    return found
 
 
 def serve_metrics(settings: Settings) -> None:

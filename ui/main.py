@@ -31,11 +31,9 @@ except AppError as error:
     st.stop()
 ctx.serve_metrics(settings)
 
-if not require_login(settings.ui_password_hash):
-    st.stop()
 
-navigation = st.navigation(
-    {
+def _pages(*, is_admin: bool) -> dict[str, list[st.Page]]:
+    pages = {
         "Documents": [
             st.Page(
                 ctx.LIBRARY_PAGE, title="Library", icon=":material/library_books:", default=True
@@ -49,9 +47,26 @@ navigation = st.navigation(
             st.Page(ctx.MONITORING_PAGE, title="Monitoring", icon=":material/monitoring:"),
         ],
     }
-)
+    if is_admin:  # accounts (issue 25): the audit log, for admins only
+        pages["Admin"] = [st.Page(ctx.AUDIT_PAGE, title="Audit log", icon=":material/policy:")]
+    return pages
+
+
+try:
+    actor = require_login(settings)
+except AppError as error:
+    ctx.show_error(error)
+    st.stop()
+if actor is None:
+    # The pages known but hidden and not run: a link to a page (/document?doc=7) is still
+    # that page once signed in, where the page itself decides whether this user may see it.
+    st.navigation(_pages(is_admin=True), position="hidden")
+    st.stop()
+
+navigation = st.navigation(_pages(is_admin=actor.is_admin))
 with st.sidebar:
     st.markdown("### :material/menu_book: LongDoc")
     st.caption("Summaries and cited answers for long legal and medical PDFs.")
+sidebar.render_account(actor)
 sidebar.render()
 navigation.run()

@@ -7,6 +7,7 @@ import streamlit as st
 from app.db.models import JobKind, JobStatus
 from app.errors import AppError
 from app.services import dispatch, jobs, monitoring
+from app.services.access import Actor
 from app.settings import DEFAULT_MODEL
 from ui import context as ctx
 
@@ -67,6 +68,17 @@ def _status() -> None:
     # The scheme only: the URL may carry a password.
     broker = "embedded" if settings.is_embedded_broker else settings.broker_url.split(":", 1)[0]
     st.caption(f"Broker: {ctx.md_escape(broker)}")
+
+
+def render_account(actor: Actor) -> None:
+    """Who is signed in, and sign-out (accounts, issue 25)."""
+    from ui import auth
+
+    with st.sidebar:
+        st.caption(f":material/person: {ctx.md_escape(actor.name)} ({actor.role.value})")
+        if actor.user_id is not None and st.button("Sign out", icon=":material/logout:"):
+            auth.sign_out()
+            st.rerun()
 
 
 def render() -> None:

@@ -21,3 +21,8 @@ def add(session_id: str) -> None:
 def contains(session_id: str) -> bool:
     with _lock:
         return session_id in _sessions
+
+
+def remove(session_id: str) -> None:
+    with _lock:
+        _sessions.discard(session_id)

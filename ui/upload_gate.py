@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from app.settings import get_settings
 from ui import signed_in
 
 logger = logging.getLogger("longdoc.ui.upload_gate")
@@ -32,7 +31,9 @@ def upload_session_id(path: str) -> str | None:
 
 
 def may_upload(session_id: str) -> bool:
-    return not get_settings().ui_password_hash or signed_in.contains(session_id)
+    # Accounts (issue 25): every session that may see a page is registered, an open UI's too
+    # (ui/auth.py require_login), so the gate asks only that.
+    return signed_in.contains(session_id)
 
 
 class UploadGate:

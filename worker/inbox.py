@@ -33,8 +33,9 @@ from typing import BinaryIO
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.display import display_name
-from app.errors import InvalidCollection, StoredFileError
-from app.services import collections, documents, jobs
+from app.errors import AppError, InvalidCollection, StoredFileError
+from app.services import access, accounts, collections, documents, jobs
+from app.services.access import Actor
 from pipelines.errors import DocumentError
 from pipelines.ingest.limits import ParseLimits, check_open_file
 from worker.jobs import ingest as runner_ingest
@@ -63,6 +64,7 @@ def scan_inbox(
     max_bytes: int = DEFAULT_MAX_BYTES,
     keep_s: float = DEFAULT_KEEP_S,
     min_age_s: float = MIN_FILE_AGE_S,
+    owner_name: str = "",
 ) -> list[int]:
     """Queue an ingest job for each settled PDF in the inbox; refuse and record the rest.
 
@@ -70,12 +72,19 @@ def scan_inbox(
     """
     if not inbox_dir.is_dir():
         return []
+    try:
+        owner = _inbox_owner(sessions, owner_name)
+    except AppError as error:
+        logger.error("inbox not scanned: %s", error)
+        return []
     with contextlib.ExitStack() as folders:
         inbox_fd = folders.enter_context(_folder(inbox_dir))
         processed_fd = folders.enter_context(_own_folder(inbox_fd, PROCESSED_FOLDER))
         refused_fd = folders.enter_context(_own_folder(inbox_fd, REFUSED_FOLDER))
         num_pruned = prune(processed_fd, keep_s) + prune(refused_fd, keep_s)
-        scans = [_Scan(sessions, files_dir, max_bytes, inbox_fd, processed_fd, refused_fd)]
+        scans = [
+            _Scan(sessions, files_dir, max_bytes, inbox_fd, processed_fd, refused_fd, owner=owner)
+        ]
         for name in sorted(entry.name for entry in os.scandir(inbox_fd)):
             if name.lower().endswith(".pdf"):
                 scans[0].take(name, min_age_s)
@@ -86,9 +95,12 @@ def scan_inbox(
                 if folder_fd is None:
                     continue
                 collection_id = _collection_for(sessions, name)
+                if not _may_ingest_into(sessions, owner, collection_id):
+                    logger.warning("inbox folder skipped: its user may not write its collection")
+                    continue
                 scan = _Scan(
                     sessions, files_dir, max_bytes, folder_fd, processed_fd, refused_fd,
-                    collection_id=collection_id,
+                    collection_id=collection_id, owner=owner,
                 )  # fmt: skip
                 for entry in sorted(e.name for e in os.scandir(folder_fd)):
                     if entry.lower().endswith(".pdf"):
@@ -130,6 +142,32 @@ def _subfolder(inbox_fd: int, name: str) -> Iterator[int | None]:
         yield fd
     finally:
         os.close(fd)
+
+
+def _inbox_owner(sessions: sessionmaker[Session], name: str) -> Actor | None:
+    """The user the inbox ingests as; None for "" (no owner). AppError for a user who does not
+    exist, is disabled or may not upload: nothing is ingested then, rather than as no one."""
+    if not name:
+        return None
+    with sessions() as session:
+        user = accounts.require_user(session=session, name=name)
+        owner = accounts.actor_for(user, "inbox")
+        if user.is_disabled or not access.can_upload(owner):
+            raise accounts.AccountError(
+                f"LONGDOC_INBOX_USER {name!r} is disabled or may not upload documents."
+            )
+        return owner
+
+
+def _may_ingest_into(
+    sessions: sessionmaker[Session], owner: Actor | None, collection_id: int | None
+) -> bool:
+    if owner is None or collection_id is None:
+        return True
+    with sessions() as session:
+        return access.can_write_collection(
+            session=session, actor=owner, collection_id=collection_id
+        )
 
 
 def _collection_for(sessions: sessionmaker[Session], folder_name: str) -> int | None:
@@ -174,10 +212,13 @@ class _Scan:
         refused_fd: int,
         *,
         collection_id: int | None = None,
+        owner: Actor | None = None,
     ) -> None:
-        """`inbox_fd`: the folder scanned (the inbox, or a collection's folder in it)."""
+        """`inbox_fd`: the folder scanned (the inbox, or a collection's folder in it); `owner`:
+        the user the inbox ingests as (LONGDOC_INBOX_USER), None: no one."""
         self.sessions, self.files_dir = sessions, files_dir
         self.collection_id = collection_id
+        self.owner = owner
         self.limits = ParseLimits(max_bytes=max_bytes)
         self.inbox_fd, self.processed_fd, self.refused_fd = inbox_fd, processed_fd, refused_fd
         self.job_ids: list[int] = []
@@ -230,8 +271,17 @@ class _Scan:
                 source="inbox",
                 # The document joins it once stored (worker/jobs/ingest.py).
                 collection_id=self.collection_id or None,
+                owner_id=None if self.owner is None else self.owner.user_id,
             )
             job = jobs.create_ingest_job(session=session, params=params)
+            if self.owner is not None:
+                access.record_ok(
+                    session=session,
+                    actor=self.owner,
+                    action="upload",
+                    target_kind="job",
+                    target_ids=[job.id],
+                )
             session.commit()
             self.job_ids.append(job.id)
         _move(name, self.inbox_fd, self.processed_fd)

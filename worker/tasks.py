@@ -181,6 +181,7 @@ def scan_inbox_task(self: Task) -> dict[str, Any]:
         files_dir=settings.files_dir,
         max_bytes=settings.max_upload_bytes,
         keep_s=settings.inbox_keep_days * 24 * 3600,
+        owner_name=settings.inbox_user,  # accounts (issue 25)
     )
     _queue(self, settings, job_ids)
     return {"num_jobs": len(job_ids)}

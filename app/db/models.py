@@ -168,6 +168,13 @@ class Document(Base):
     is_hidden_text_kept: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default=text("false")
     )
+    # --- accounts (migration 0013) ---
+    # Who stored it; None: stored before accounts, or by the local admin. SET NULL: deleting a
+    # user leaves their documents to the admins.
+    owner_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
+    # --- end accounts ---
 
     # passive_deletes: the database's ON DELETE CASCADE removes children without loading them.
     pages: Mapped[list["Page"]] = relationship(
@@ -452,3 +459,78 @@ class CollectionAnswer(Base):
     model: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     stats: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+
+
+# --- accounts (migration 0013): users, their grants on collections, and the audit log ---
+
+
+class Role(enum.StrEnum):
+    """What a user may do (app/services/access.py decides)."""
+
+    ADMIN = "admin"  # everything: every document, users, the audit log
+    EDITOR = "editor"  # upload, summarize, ask; manage the collections granted to them to write
+    VIEWER = "viewer"  # read and ask within the collections granted to them
+
+
+class User(Base):
+    """A person who signs in. The password is an argon2id hash (app/services/passwords.py), or
+    the PBKDF2 hash of the shared UI password for the first admin until they sign in once.
+    Sessions that began before `sessions_valid_after` are over (a disable, a password reset)."""
+
+    __tablename__ = "users"
+    __table_args__ = (_NEVER_REUSED,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    password_hash: Mapped[str] = mapped_column(Text)
+    role: Mapped[Role] = mapped_column(_enum(Role, "user_role"))
+    is_disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    sessions_valid_after: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+    def __repr__(self) -> str:
+        return f"User(id={self.id}, role={self.role})"
+
+
+class CollectionGrant(Base):
+    """A user's access to a collection: read (see and ask), or write (add, remove, ingest into)."""
+
+    __tablename__ = "collection_grants"
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    collection_id: Mapped[int] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    can_write: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class AuditEvent(Base):
+    """One line of the audit log: who did what to which ids, when, from where, and whether it
+    was allowed. Never text of documents, questions or answers: their ids and lengths only
+    (`details` holds numbers). Append-only: the database refuses an UPDATE (triggers of
+    migration 0013); only pruning past the retention setting deletes rows. No foreign key on
+    the user: deleting a user keeps their rows, which also keep the name they had."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (_NEVER_REUSED,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now, index=True)
+    user_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    user_name: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(32))
+    outcome: Mapped[str] = mapped_column(String(16))  # "ok" | "refused" | "failed" | "locked"
+    target_kind: Mapped[str] = mapped_column(String(16), default="", server_default=text("''"))
+    target_ids: Mapped[list[int]] = mapped_column(
+        JsonType, default=list, server_default=_EMPTY_LIST
+    )
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    origin: Mapped[str] = mapped_column(String(100))  # "cli", "ui 10.0.0.7", "inbox", ...
+
+    def __repr__(self) -> str:
+        return f"AuditEvent(id={self.id}, action={self.action}, outcome={self.outcome})"
+
+
+# --- end accounts ---

@@ -56,6 +56,7 @@ class IngestParams:
     password: str | None = None  # an encrypted PDF's, until the ingest has an outcome
     then_summarize: bool = False  # a summarize job follows, created as the ingest job finishes
     collection_id: int | None = None  # the stored (or already present) document joins it
+    owner_id: int | None = None  # the user it is stored for (accounts); None: no owner
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON for `Job.params`; unset values are left out (no password key unless set)."""
@@ -72,6 +73,7 @@ class IngestParams:
             return value if isinstance(value, str) and value else None
 
         collection_id = values.get("collection_id")
+        owner_id = values.get("owner_id")
         return cls(
             file_name=text("file_name") or "",
             path=text("path"),
@@ -80,6 +82,7 @@ class IngestParams:
             password=text("password"),
             then_summarize=bool(values.get("then_summarize")),
             collection_id=collection_id if isinstance(collection_id, int) else None,
+            owner_id=owner_id if isinstance(owner_id, int) else None,
         )
 
 

@@ -48,6 +48,7 @@ def queue_upload(
     password: str = "",
     summarize: bool = True,
     collection_id: int | None = None,
+    owner_id: int | None = None,
 ) -> UploadResult:
     """Check, store and queue one uploaded file (see the module docstring). `kind` is "auto"
     (guessed from the text) or a DocumentKind value. Raises AppError, e.g. BrokerUnavailable
@@ -80,6 +81,7 @@ def queue_upload(
         password=password if check.is_encrypted and password else None,
         then_summarize=summarize,
         collection_id=collection_id,  # joined once stored (worker/jobs/ingest.py)
+        owner_id=owner_id,  # accounts: the uploader owns what is newly stored
     )
     job = jobs.create_ingest_job(session=session, params=params)
     dispatch.queue_job(settings=settings, session=session, job=job)

@@ -22,6 +22,9 @@ APP_TABLES = {
     "collection_documents",
     "collection_answers",
     "redactions",
+    "users",
+    "collection_grants",
+    "audit_events",
 }
 
 

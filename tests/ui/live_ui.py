@@ -139,12 +139,14 @@ class Browser:
         elif kind == "heading":
             self.texts.append(element.heading.body)
 
-    def sign_in(self, password: str) -> list[str]:
+    def sign_in(self, password: str, name: str = "admin") -> list[str]:
+        """As the first admin by default: the shared password's user (accounts, issue 25)."""
         from streamlit.proto.WidgetStates_pb2 import WidgetState
 
+        named = WidgetState(id=self.widgets["User name"], string_value=name)
         typed = WidgetState(id=self.widgets["Password"], string_value=password)
         pressed = WidgetState(id=self.widgets["Sign in"], trigger_value=True)
-        texts = self.run([typed, pressed])
+        texts = self.run([named, typed, pressed])
         return texts
 
     def upload(self, data: bytes, name: str = "upload.pdf") -> int:

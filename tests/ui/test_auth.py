@@ -46,12 +46,14 @@ def test_every_page_waits_for_the_password(app_test, ui_settings, monkeypatch, p
     assert [t.value for t in at.title] == ["LongDoc"]  # only the sign-in form
     assert not at.sidebar.metric and not at.main.metric and not at.file_uploader
 
-    at.text_input[0].set_value("let me out")
+    at.text_input[0].set_value("admin")  # the shared password's user (accounts, issue 25)
+    at.text_input[1].set_value("let me out")
     at.button[0].click().run()
-    assert "That password is not right." in all_text(at)
+    assert "That user name or password is not right." in all_text(at)
     assert [t.value for t in at.title] == ["LongDoc"]
 
-    at.text_input[0].set_value("let me in")
+    at.text_input[0].set_value("admin")
+    at.text_input[1].set_value("let me in")
     at.button[0].click().run()
     assert not at.exception
     assert "LongDoc" not in [t.value for t in at.title]

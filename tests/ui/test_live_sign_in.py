@@ -29,7 +29,7 @@ def test_no_upload_is_taken_before_sign_in(ui: UIProcess) -> None:
         pdf = b"%PDF-1.7\n" + b"0" * 2_000_000
 
         before = browser.upload(pdf)
-        assert "That password is not right." in browser.sign_in("wrong")
+        assert "That user name or password is not right." in browser.sign_in("wrong")
         still = browser.upload(pdf)
         browser.sign_in(PASSWORD)
         after = browser.upload(pdf)
@@ -49,6 +49,6 @@ def test_wrong_passwords_lock_the_client_out_with_a_sentence(ui: UIProcess) -> N
         first.close()
         second.close()
 
-    assert all("That password is not right." in texts for texts in answers)
+    assert all("That user name or password is not right." in texts for texts in answers)
     (sentence,) = [t for t in locked if "Too many wrong passwords" in t]
     assert "sign-in is locked for 15 more minutes" in sentence

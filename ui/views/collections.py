@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.db.models import CollectionAnswer, JobStatus
 from app.errors import AppError, InvalidCollection
-from app.services import collection_answers, collections, dispatch, documents, jobs
+from app.services import access, acting, collection_answers, collections, dispatch, jobs
 from app.services.answer_labels import row_source, view_of
 from app.services.questions import InvalidQuestion
 from ui import context as ctx
@@ -34,6 +34,12 @@ POPOVER_KEY = "new-collection-popover"
 CLOSE_POPOVER_KEY = "new-collection-close"
 
 
+def _allow_write(db, collection_id: int, action: str) -> None:
+    acting.allow_collection_write(
+        session=db, actor=ctx.actor(), collection_id=collection_id, action=action
+    )
+
+
 def _show_next(collection_id: int | None) -> None:
     """Choose this collection (None: none) on the rerun that follows: a widget's value is set
     before the widget is drawn, so the picker shows it too (a popped key leaves the browser's
@@ -47,7 +53,7 @@ def _show_next(collection_id: int | None) -> None:
 
 def _chosen_collection() -> int | None:
     with ctx.session() as db:
-        rows = collections.list_collections(session=db)
+        rows = acting.list_collections(session=db, actor=ctx.actor())  # only those granted
     # The picker sends back the label shown, so a label is the name alone: one with the number
     # of documents in it would stop matching once a document is added.
     choices = {row.id: row.name for row in rows}
@@ -87,7 +93,7 @@ def _create_form() -> None:
             return
     try:
         with ctx.session() as db:
-            created = collections.create_collection(session=db, name=name)
+            created = acting.create_collection(session=db, actor=ctx.actor(), name=name)
             db.commit()
     except InvalidCollection as error:
         ctx.show_error(error)
@@ -101,7 +107,7 @@ def _manage(collection_id: int) -> None:
     with ctx.session() as db:
         collection = collections.get_collection(session=db, collection_id=collection_id)
         members = collections.documents_of(session=db, collection_id=collection_id)
-        library = documents.list_documents(session=db)
+        library = acting.list_documents(session=db, actor=ctx.actor())
     member_ids = {d.id for d in members}
     with st.expander(f"Documents ({len(members)})", icon=":material/folder_open:"):
         for document in members:
@@ -114,6 +120,7 @@ def _manage(collection_id: int) -> None:
                     help=f"Take {display} out of this collection (it stays in the library).",
                 ):
                     with ctx.session() as db:
+                        _allow_write(db, collection_id, "collection_write")
                         collections.remove_documents(
                             session=db, collection_id=collection_id, document_ids=[document.id]
                         )
@@ -126,6 +133,7 @@ def _manage(collection_id: int) -> None:
         st.caption("Deleting a collection keeps its documents; its questions and answers go.")
         if st.button("Delete collection", key="delete-collection", icon=":material/delete:"):
             with ctx.session() as db:
+                _allow_write(db, collection_id, "collection_delete")
                 collections.delete_collection(session=db, collection_id=collection_id)
                 db.commit()
             _show_next(None)
@@ -146,6 +154,9 @@ def _add_form(collection_id: int, others: dict[int, str]) -> None:
             return
     if added:
         with ctx.session() as db:
+            acting.allow_add_documents(
+                session=db, actor=ctx.actor(), collection_id=collection_id, document_ids=added
+            )
             collections.add_documents(session=db, collection_id=collection_id, document_ids=added)
             db.commit()
         st.rerun()
@@ -158,6 +169,7 @@ def _rename_form(collection_id: int, name: str) -> None:
             return
     try:
         with ctx.session() as db:
+            _allow_write(db, collection_id, "collection_rename")
             collections.rename_collection(session=db, collection_id=collection_id, name=new_name)
             db.commit()
     except InvalidCollection as error:
@@ -183,6 +195,9 @@ def _ask(collection_id: int, num_documents: int) -> None:
         settings = ctx.settings()
         try:
             with ctx.session() as db:
+                acting.allow_collection_question(
+                    session=db, actor=ctx.actor(), collection_id=collection_id, question=question
+                )
                 job = collection_answers.create_question_job(
                     session=db,
                     collection_id=collection_id,
@@ -305,14 +320,22 @@ def _page() -> None:
         if collections.get_collection(session=db, collection_id=collection_id) is None:
             st.warning("This collection does not exist any more.")
             return
+        # Accounts (issue 25): read granted (logged if refused); answers citing a document
+        # this user may not read are not shown; managing needs the write grant.
+        answers = acting.collection_answers_for(
+            session=db, actor=ctx.actor(), collection_id=collection_id
+        )
+        may_write = access.can_write_collection(
+            session=db, actor=ctx.actor(), collection_id=collection_id
+        )
         num_documents = len(collections.document_ids_of(session=db, collection_id=collection_id))
-        answers = collection_answers.list_for_collection(session=db, collection_id=collection_id)
         open_ids = [
             job.id
             for job in collection_answers.question_jobs(session=db, collection_id=collection_id)
             if job.status in (JobStatus.QUEUED, JobStatus.RUNNING)
         ]
-    _manage(collection_id)
+    if may_write:
+        _manage(collection_id)
     _ask(collection_id, num_documents)
     if open_ids:
         st.fragment(run_every=POLL_S)(_live)(open_ids, is_polling=True)

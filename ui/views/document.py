@@ -9,7 +9,7 @@ import streamlit as st
 
 from app.db.models import Document, DocumentStatus, JobKind, JobStatus, SummaryMethod
 from app.errors import AppError
-from app.services import dispatch, documents, jobs, questions, results
+from app.services import access, acting, dispatch, documents, jobs, questions, results
 from app.services.answer_labels import AnswerView, planted_note, view_of
 from ui import context as ctx
 from ui.components.citations import open_citation, render_open_citation
@@ -31,7 +31,8 @@ def _chosen_document_id() -> int | None:
     if raw and raw.isdigit():
         return int(raw)
     with ctx.session() as db:
-        choices = {d.id: d.title or d.file_name for d in documents.list_documents(session=db)}
+        readable = acting.list_documents(session=db, actor=ctx.actor())
+        choices = {d.id: d.title or d.file_name for d in readable}
     if not choices:
         st.info("No documents yet. Upload PDFs first.", icon=":material/info:")
         st.page_link(ctx.UPLOAD_PAGE, label="Upload PDFs", icon=":material/upload_file:")
@@ -42,6 +43,21 @@ def _chosen_document_id() -> int | None:
     if chosen is not None:
         st.query_params["doc"] = str(chosen)
     return chosen
+
+
+def _opened(db, document_id: int) -> Document:
+    """The document, checked; its first view in this browser session is logged."""
+    seen = st.session_state.setdefault("viewed_documents", set())
+    if document_id in seen:
+        access.require_document(
+            session=db, actor=ctx.actor(), document_id=document_id, action="view"
+        )
+        found = documents.get_document(session=db, document_id=document_id)
+        assert found is not None
+        return found
+    document = acting.open_document(session=db, actor=ctx.actor(), document_id=document_id)
+    seen.add(document_id)
+    return document
 
 
 def _header(document: Document) -> None:
@@ -61,6 +77,9 @@ def _header(document: Document) -> None:
 def _queue(document_id: int, kind: JobKind, params: dict | None = None) -> None:
     settings = ctx.settings()
     with ctx.session() as db:
+        acting.allow_document_write(
+            session=db, actor=ctx.actor(), document_id=document_id, action=kind.value
+        )
         job = jobs.create_job(session=db, kind=kind, document_id=document_id, params=params)
         dispatch.queue_job(settings=settings, session=db, job=job)
         logger.info("queued %s job %s for document %s", kind.value, job.id, document_id)
@@ -218,6 +237,9 @@ def _ask(document_id: int, question: str) -> None:
     settings = ctx.settings()
     try:
         with ctx.session() as db:
+            acting.allow_ask(
+                session=db, actor=ctx.actor(), document_id=document_id, question=question
+            )
             job = questions.create_answer_job(
                 session=db,
                 document_id=document_id,
@@ -258,6 +280,10 @@ def render() -> None:
             return
         with ctx.session() as db:
             document = documents.get_document(session=db, document_id=document_id)
+            if document is not None or not ctx.actor().is_admin:
+                # Accounts (issue 25): refused, and logged, unless this user may read it; a
+                # missing and a refused document read alike (the URL's ?doc= is anyone's).
+                document = _opened(db, document_id)
         if document is None:
             st.warning(f"There is no document #{document_id}; it may have been deleted.")
             st.page_link(

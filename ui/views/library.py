@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.errors import AppError
-from app.services import documents, results
+from app.services import acting, documents, results
 from ui import context as ctx
 
 logger = logging.getLogger("longdoc.ui.library")
@@ -39,6 +39,9 @@ def _confirm_delete(document_id: int, title: str) -> None:
     if left.button("Delete", type="primary", icon=":material/delete:", key="confirm-delete"):
         settings = ctx.settings()
         with ctx.session() as db:
+            acting.allow_document_write(
+                session=db, actor=ctx.actor(), document_id=document_id, action="delete"
+            )
             removed = documents.delete_document(
                 session=db,
                 document_id=document_id,
@@ -99,9 +102,10 @@ def render() -> None:
     try:
         kind, status, query = _filters()
         with ctx.session() as db:
-            everything = documents.list_documents(session=db)
-            rows = documents.list_documents(
-                session=db, kind=kind, status=status, title_query=query or None
+            actor = ctx.actor()
+            everything = acting.list_documents(session=db, actor=actor)
+            rows = acting.list_documents(
+                session=db, actor=actor, kind=kind, status=status, title_query=query or None
             )
             summarized = results.summarized_document_ids(session=db)
     except AppError as error:

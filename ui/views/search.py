@@ -11,8 +11,8 @@ import streamlit as st
 from app.db.models import DocumentKind
 from app.errors import AppError
 from app.query_encoder import query_encoder
-from app.services import collections
-from app.services.search import SearchFilters, SearchHit, search_passages
+from app.services import acting
+from app.services.search import SearchFilters, SearchHit
 from ui import context as ctx
 from ui.components.citations import CITATION_KEY, open_citation, render_open_citation
 
@@ -39,7 +39,8 @@ def _start_of(day: date | None) -> datetime | None:
 
 def _filters() -> SearchFilters:
     with ctx.session() as db:
-        choices = {c.id: c.name for c in collections.list_collections(session=db)}
+        readable = acting.list_collections(session=db, actor=ctx.actor())
+        choices = {c.id: c.name for c in readable}
     cells = st.columns(4)
     collection_id = cells[0].selectbox(
         "Collection",
@@ -112,8 +113,9 @@ def _page() -> None:
         return
     embedder = query_encoder(ctx.settings().embedding_model)  # loaded once per process
     with ctx.session() as db:
-        hits = search_passages(
+        hits = acting.search(
             session=db,
+            actor=ctx.actor(),
             query=query,
             filters=filters,
             limit=NUM_RESULTS,

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.db.models import DocumentKind
 from app.errors import AppError
-from app.services import collections, jobs, uploads
+from app.services import acting, jobs, uploads
 from app.services.uploads import UploadResult
 from ui import context as ctx
 from ui.components.job_status import JobView, progress_line
@@ -31,7 +31,11 @@ def _queue_file(
     """Queue one file (app.services.uploads); an error becomes its card's sentence."""
     try:
         with ctx.session() as db:
+            owner_id = acting.allow_upload(
+                session=db, actor=ctx.actor(), collection_id=collection_id
+            )
             return uploads.queue_upload(
+                owner_id=owner_id,
                 session=db,
                 settings=ctx.settings(),
                 file_name=name,
@@ -64,7 +68,8 @@ def _upload_form() -> None:
             help="Used to open encrypted files of this upload; ignored for the others.",
         )
         with ctx.session() as db:
-            choices = {c.id: c.name for c in collections.list_collections(session=db)}
+            readable = acting.list_collections(session=db, actor=ctx.actor())
+            choices = {c.id: c.name for c in readable}
         collection_id = st.selectbox(
             "Into collection",
             list(choices),

@@ -17,9 +17,10 @@ from app.db.models import Collection, CollectionAnswer, DocumentKind
 from app.display import display_name, terminal_text
 from app.errors import NotFound
 from app.query_encoder import query_encoder
-from app.services import collections
+from app.services import acting, collections
 from app.services.answer_labels import row_source, view_of
-from app.services.search import SearchFilters, SearchHit, search_passages
+from app.services.search import SearchFilters, SearchHit
+from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 from worker.cli.output import print_view
 
@@ -41,11 +42,17 @@ def collection_or_fail(session: Session, name: str) -> Collection:
     return found
 
 
+def _allow_write(session: Session, collection_id: int, action: str) -> None:
+    acting.allow_collection_write(
+        session=session, actor=as_user.actor(session), collection_id=collection_id, action=action
+    )
+
+
 @collections_cli.command("list")
 def list_command() -> None:
     """List the collections with how many documents each holds."""
     with exit_on_error(), open_session(load_settings()) as session:
-        rows = collections.list_collections(session=session)
+        rows = acting.list_collections(session=session, actor=as_user.actor(session))
         if not rows:
             console.print("No collections yet; create one with `longdoc collections create NAME`.")
             return
@@ -60,7 +67,9 @@ def list_command() -> None:
 def create_command(name: Annotated[str, typer.Argument(help="The new collection's name.")]) -> None:
     """Create an empty collection."""
     with exit_on_error(), open_session(load_settings()) as session:
-        collection = collections.create_collection(session=session, name=name)
+        collection = acting.create_collection(
+            session=session, actor=as_user.actor(session), name=name
+        )
         session.commit()
         console.print(f"Created collection {escape(collection.name)!r} (id {collection.id}).")
 
@@ -73,6 +82,7 @@ def rename_command(
     """Rename a collection."""
     with exit_on_error(), open_session(load_settings()) as session:
         collection = collection_or_fail(session, name)
+        _allow_write(session, collection.id, "collection_rename")
         collections.rename_collection(session=session, collection_id=collection.id, name=new_name)
         session.commit()
         console.print(f"Renamed to {escape(collection.name)!r}.")
@@ -83,6 +93,7 @@ def delete_command(name: Annotated[str, typer.Argument(help="The collection to d
     """Delete a collection and its questions' answers; its documents stay in the library."""
     with exit_on_error(), open_session(load_settings()) as session:
         collection = collection_or_fail(session, name)
+        _allow_write(session, collection.id, "collection_delete")
         count = len(collections.document_ids_of(session=session, collection_id=collection.id))
         collections.delete_collection(session=session, collection_id=collection.id)
         session.commit()
@@ -99,6 +110,15 @@ def _change(name: str, document_ids: list[int], *, add: bool) -> None:
         if missing:
             listed = ", ".join(str(i) for i in missing)
             raise NotFound(f"There is no document with id {listed}; see `longdoc docs`.")
+        if add:
+            acting.allow_add_documents(
+                session=session,
+                actor=as_user.actor(session),
+                collection_id=collection.id,
+                document_ids=document_ids,
+            )
+        else:
+            _allow_write(session, collection.id, "collection_write")
         change = collections.add_documents if add else collections.remove_documents
         count = change(session=session, collection_id=collection.id, document_ids=document_ids)
         session.commit()
@@ -130,6 +150,9 @@ def show_command(name: Annotated[str, typer.Argument(help="The collection.")]) -
     """List a collection's documents."""
     with exit_on_error(), open_session(load_settings()) as session:
         collection = collection_or_fail(session, name)
+        acting.open_collection(
+            session=session, actor=as_user.actor(session), collection_id=collection.id
+        )
         rows = collections.documents_of(session=session, collection_id=collection.id)
         table = Table("ID", "Title", "Kind", "Pages", "Status")
         for document in rows:
@@ -194,8 +217,9 @@ def search_command(
                 added_from=_day(since, "--since"),
                 added_to=_day(before, "--before"),
             )
-            hits = search_passages(
+            hits = acting.search(
                 session=session,
+                actor=as_user.actor(session),
                 query=query,
                 filters=filters,
                 limit=limit,

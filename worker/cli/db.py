@@ -5,7 +5,8 @@ from rich.markup import escape
 
 from app.db.session import display_url, make_engine, sqlite_file
 from app.migrate import current_revision, head_revision, upgrade
-from worker.cli.common import console, exit_on_error, load_settings
+from app.services import accounts
+from worker.cli.common import console, exit_on_error, load_settings, open_session
 
 commands = typer.Typer()
 db_cli = typer.Typer(help="Create or inspect the database schema.", no_args_is_help=True)
@@ -20,6 +21,15 @@ def db_upgrade() -> None:
         upgrade(settings.database_url)
         where = display_url(settings.database_url)
         console.print(f"Database at {escape(where)} is at revision {head_revision()} (newest).")
+        # Accounts (issue 25): the shared UI password becomes the first admin's.
+        with open_session(settings) as session:
+            if accounts.ensure_first_admin(
+                session=session, password_hash=settings.ui_password_hash
+            ):
+                console.print(
+                    f"The shared UI password now signs in as the user "
+                    f"{accounts.FIRST_ADMIN_NAME!r} (an admin)."
+                )
 
 
 @db_cli.command("current")

@@ -12,7 +12,8 @@ from rich.table import Table
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.display import display_name, terminal_text
 from app.errors import NotFound
-from app.services import documents
+from app.services import acting, documents
+from worker.cli import as_user
 from worker.cli.common import (
     console,
     error_console,
@@ -39,8 +40,12 @@ def docs_command(
 ) -> None:
     """List the stored documents, newest first."""
     with exit_on_error(), open_session(load_settings()) as session:
-        rows = documents.list_documents(
-            session=session, kind=kind, status=status, title_query=title
+        rows = acting.list_documents(
+            session=session,
+            actor=as_user.actor(session),
+            kind=kind,
+            status=status,
+            title_query=title,
         )
         table = Table("ID", "Title", "Kind", "Pages", "Tokens", "Status", "Added")
         for document in rows:
@@ -104,9 +109,10 @@ def show_command(
     """Print one document: its header, then its pages and passages (or, with --redactions, the
     boxes drawn over text that is still in the file)."""
     with exit_on_error(), open_session(load_settings()) as session:
+        as_user.require_document(session, document_id, action="view")
+        session.commit()  # the audit row
         document = documents.get_document(session=session, document_id=document_id)
-        if document is None:
-            raise NotFound(f"There is no document with id {document_id}; see `longdoc docs`.")
+        assert document is not None
         if page is not None and page > document.num_pages:
             raise NotFound(
                 f"Document {document_id} has {document.num_pages} pages; there is no page {page}."
@@ -155,6 +161,8 @@ def delete_command(
     with exit_on_error():
         settings = load_settings()
         with open_session(settings) as session:
+            as_user.require_document(session, document_id, action="view")
+            session.commit()  # the audit row
             document = documents.get_document(session=session, document_id=document_id)
             if document is None:
                 raise NotFound(missing)
@@ -168,6 +176,7 @@ def delete_command(
             error_console.print("Nothing was deleted.")
             raise typer.Exit(1)
         with open_session(settings) as session:
+            as_user.require_document(session, document_id, action="delete", write=True)
             if not documents.delete_document(
                 session=session,
                 document_id=document_id,

@@ -15,8 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.db.models import JobKind, JobStatus
+from app.services import acting, jobs
 from app.services import facts as fact_service
-from app.services import jobs
+from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 from worker.cli.jobs import _document_or_fail, _queue, _wait
 
@@ -75,11 +76,16 @@ def facts_command(
         settings = load_settings()
         if export is not None:
             with open_session(settings) as session:
-                count = fact_service.export_facts(session=session, path=export)
+                count = acting.export_facts(
+                    session=session, actor=as_user.actor(session), path=export
+                )
             console.print(f"Wrote the key facts of {count} document(s) to {escape(str(export))}.")
             return
         with open_session(settings) as session:
-            _document_or_fail(session, document_id)
+            _document_or_fail(
+                session, document_id, action="facts_run" if run else "facts", write=run
+            )
+            session.commit()  # the audit row
             if run:
                 job = jobs.create_job(session=session, kind=JobKind.FACTS, document_id=document_id)
                 _queue(settings, session, job)

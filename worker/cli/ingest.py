@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.session import make_engine, session_factory
 from app.display import display_name
 from app.errors import AppError
-from app.services import collections, dispatch, jobs
+from app.services import acting, collections, dispatch, jobs
 from app.settings import Settings
+from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 from worker.ingest.store import KINDS, PRESENT, REFUSED, STORED, IngestOptions, pdf_paths
 from worker.jobs.ingest import IngestOutcome, ingest_file
@@ -61,8 +62,17 @@ def ingest(
         if kind not in KINDS:
             raise typer.BadParameter(f"choose one of {', '.join(KINDS)}", param_hint="--kind")
         settings = load_settings()
-        with open_session(settings):
-            pass  # fails early, with a sentence, when the database is missing or not migrated
+        with open_session(settings) as session:
+            # Fails early, with a sentence, when the database is missing or not migrated, or
+            # when the acting user (`--as`) may not store documents (into that collection).
+            found = collections.find_collection(session=session, name=collection or "")
+            actor = as_user.actor(session)
+            owner_id = acting.allow_upload(
+                session=session,
+                actor=actor,
+                collection_id=found.id if collection and found else None,
+            )
+            session.commit()
         missing = [p for p in paths if not p.exists()]
         files = list(pdf_paths(p for p in paths if p.exists()))
         try:
@@ -110,6 +120,7 @@ def ingest(
             engine.dispose()
         _print_outcomes(outcomes, missing)
         _print_facts_queued(outcomes, facts)
+        _claim(settings, owner_id, outcomes)
         if collection is not None:
             _into_collection(settings, collection, outcomes)
         if not any(outcome.status in (STORED, PRESENT) for outcome in outcomes):
@@ -168,13 +179,24 @@ def _print_facts_queued(outcomes: list[IngestOutcome], facts: _FactsQueue) -> No
         )
 
 
+def _claim(settings: Settings, owner_id: int | None, outcomes: list) -> None:
+    """Newly stored documents belong to the acting user (`--as`); the local admin's to no one."""
+    ids = [o.document_id for o in outcomes if o.status == STORED and o.document_id]
+    if owner_id is not None and ids:
+        with open_session(settings) as session:
+            acting.claim_documents(session=session, owner_id=owner_id, document_ids=ids)
+            session.commit()
+
+
 def _into_collection(settings, name: str, outcomes: list) -> None:
     """The stored and already present files' documents into the named collection."""
     ids = [o.document_id for o in outcomes if o.status in (STORED, PRESENT) and o.document_id]
     with open_session(settings) as session:
         found = collections.find_collection(session=session, name=name)
         created = found is None
-        target = found or collections.create_collection(session=session, name=name)
+        target = found or acting.create_collection(
+            session=session, actor=as_user.actor(session), name=name
+        )
         count = collections.add_documents(
             session=session, collection_id=target.id, document_ids=ids
         )

@@ -24,6 +24,7 @@ from app.db.models import Job, JobKind, JobStatus
 from app.display import display_name
 from app.errors import AppError, NotFound
 from app.services import (
+    acting,
     collection_answers,
     collections,
     dispatch,
@@ -34,6 +35,7 @@ from app.services import (
 )
 from app.services.answer_labels import answer_record, collection_answer_record
 from app.settings import Settings
+from worker.cli import as_user
 from worker.cli.collections import collection_or_fail, print_collection_answer
 from worker.cli.common import console, error_console, exit_on_error, load_settings, open_session
 from worker.cli.output import print_answer, print_summary
@@ -57,9 +59,11 @@ def _queue(settings: Settings, session: Session, job: Job) -> str:
         raise dispatch.BrokerUnavailable(f"Job {job.id} failed: {error}") from None
 
 
-def _document_or_fail(session: Session, document_id: int) -> None:
-    if documents.get_document(session=session, document_id=document_id) is None:
-        raise NotFound(f"There is no document with id {document_id}; see `longdoc docs`.")
+def _document_or_fail(
+    session: Session, document_id: int, *, action: str = "view", write: bool = False
+) -> None:
+    # Accounts (issue 25): exists, and the acting user (`--as`) may do this to it (logged).
+    as_user.require_document(session, document_id, action=action, write=write)
 
 
 @commands.command()
@@ -76,12 +80,17 @@ def summarize(
         settings = load_settings()
         with open_session(settings) as session:
             if target.isdigit() and not Path(target).exists():
-                _document_or_fail(session, int(target))
+                _document_or_fail(session, int(target), action="summarize", write=True)
                 job = jobs.create_job(
                     session=session, kind=JobKind.SUMMARIZE, document_id=int(target)
                 )
             else:
-                job = _ingest_job(settings, session, Path(target), then_summarize=True)
+                owner = acting.allow_upload(
+                    session=session, actor=as_user.actor(session), collection_id=None
+                )
+                job = _ingest_job(
+                    settings, session, Path(target), then_summarize=True, owner_id=owner
+                )
             _queue(settings, session, job)
             job_id = job.id
         console.print(f"Queued job {job_id}.")
@@ -100,7 +109,14 @@ def summarize(
             print_summary(console, summary)
 
 
-def _ingest_job(settings: Settings, session: Session, path: Path, *, then_summarize: bool) -> Job:
+def _ingest_job(
+    settings: Settings,
+    session: Session,
+    path: Path,
+    *,
+    then_summarize: bool,
+    owner_id: int | None = None,
+) -> Job:
     if not path.is_file():
         raise NotFound(f"There is no file {path} (give a PDF file or a document id).")
     # Into the document store first: the worker that ingests it may run elsewhere.
@@ -109,7 +125,9 @@ def _ingest_job(settings: Settings, session: Session, path: Path, *, then_summar
         files_dir=settings.files_dir, content_hash=content_hash, data=path
     )
     file_name = display_name(path.name)
-    params = jobs.IngestParams(file_name=file_name, path=str(stored), then_summarize=then_summarize)
+    params = jobs.IngestParams(
+        file_name=file_name, path=str(stored), then_summarize=then_summarize, owner_id=owner_id
+    )
     return jobs.create_ingest_job(session=session, params=params)
 
 
@@ -168,7 +186,12 @@ def ask(
         # Checked before the database is opened: empty once read as it looks, or too long.
         question = questions.typed_question(second, max_chars=settings.max_question_chars)
         with open_session(settings) as session:
-            _document_or_fail(session, document_id)
+            acting.allow_ask(
+                session=session,
+                actor=as_user.actor(session),
+                document_id=document_id,
+                question=question,
+            )
             job = questions.create_answer_job(
                 session=session,
                 document_id=document_id,
@@ -198,6 +221,12 @@ def _ask_collection(
     question = questions.typed_question(question, max_chars=settings.max_question_chars)
     with open_session(settings) as session:
         collection = collection_or_fail(session, name)
+        acting.allow_collection_question(
+            session=session,
+            actor=as_user.actor(session),
+            collection_id=collection.id,
+            question=question,
+        )
         if not collections.document_ids_of(session=session, collection_id=collection.id):
             raise NotFound(f"The collection {collection.name!r} holds no document yet.")
         job = collection_answers.create_question_job(
@@ -267,6 +296,7 @@ def jobs_command(
     """List background jobs with their progress and errors, newest first."""
     with exit_on_error(), open_session(load_settings()) as session:
         rows = jobs.list_jobs(session=session, status=status, kind=kind, limit=limit)
+        rows = acting.visible_jobs(session=session, actor=as_user.actor(session), rows=rows)
         if not rows:
             console.print("No jobs yet.")
             return

@@ -5,9 +5,13 @@ them in the order `longdoc --help` lists them. The CLI lives in `worker` because
 run the pipelines and the model's tokenizer (ingest, embed), which `app` may not import.
 """
 
+from typing import Annotated
+
 import typer
 
 from worker.cli import (
+    as_user,
+    audit,
     collections,
     db,
     documents,
@@ -19,6 +23,7 @@ from worker.cli import (
     model,
     serve,
     services,
+    users,
 )
 
 # Locals off: a traceback of an unexpected error must not print page text held in variables.
@@ -29,6 +34,22 @@ cli = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+
+
+@cli.callback()
+def _root(
+    as_name: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            metavar="NAME",
+            help="Act as this user: see what they see (default: the local admin).",
+        ),
+    ] = None,
+) -> None:
+    as_user.set_name(as_name)
+
+
 for module in (
     db,
     documents,
@@ -41,6 +62,8 @@ for module in (
     services,
     model,
     serve,
+    users,
+    audit,
 ):
     cli.add_typer(module.commands)
 

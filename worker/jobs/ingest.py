@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import JobKind, JobStatus
 from app.db.retry import with_lock_retries
 from app.errors import DatabaseBusy
-from app.services import collections, jobs
+from app.services import acting, collections, jobs
 from app.services.jobs import IngestParams
 from pipelines.protocols import Embedder, TokenCounter
 from worker.ingest import stored_copies
@@ -114,6 +114,7 @@ def run_ingest(
             _forget_password(job_id, sessions)
         _discard_refused_copy(job_id, sessions, options.files_dir)
     _into_collection(job_id, params.collection_id, ingested.document.document_id, sessions)
+    _claim(params.owner_id, ingested.document.document_id, sessions)  # accounts (issue 25)
     follow_up = ingested.stats.get("follow_up_job_id")
     return runner.RunOutcome(
         job_id,
@@ -301,6 +302,15 @@ def _discard_refused_copy(job_id: int, sessions: sessionmaker[Session], files_di
         stored_copies.discard_if_refused(job_id, sessions=sessions, files_dir=files_dir)
     except Exception:
         logger.warning("ingest job %s: could not check its stored copy", job_id)
+
+
+def _claim(owner_id: int | None, document_id: int, sessions: sessionmaker[Session]) -> None:
+    """An upload by a user: the stored document becomes theirs, unless it had an owner."""
+    if owner_id is None:
+        return
+    with sessions() as session:
+        acting.claim_documents(session=session, owner_id=owner_id, document_ids=[document_id])
+        session.commit()
 
 
 def _into_collection(
