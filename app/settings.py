@@ -98,8 +98,9 @@ class Settings(BaseSettings):
     auto_summarize_interval_s: float = Field(default=600, gt=0)
 
     # --- The engine (worker/model/engine_holder.py) ---
-    # The choices below are engine/config.py's (DTYPES, OOM_POLICIES, ATTENTION_BACKENDS), written
-    # out because app imports no engine; tests/worker/model/test_engine_holder.py keeps them equal.
+    # The choices below are engine/config.py's (DTYPES, OOM_POLICIES, ATTENTION_BACKENDS, WEIGHTS,
+    # KV_DTYPES), written out because app imports no engine; tests/worker/model/
+    # test_engine_holder.py keeps them equal.
     engine_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
     engine_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     engine_chunk_size: int | None = Field(default=None, gt=0)  # None: planned from free memory
@@ -113,6 +114,11 @@ class Settings(BaseSettings):
     # torch.compile the layers on a GPU (a minute of compiling on the first requests, then a
     # 32K prefill ~10% faster on an H200: bench/results/prefill_h200.md); ignored on a CPU.
     engine_compile: bool = False
+    # FP8 (E4M3) on Hopper-class GPUs (engine/models/fp8.py, engine/attention/fp8_kv.py):
+    # "fp8" weights quantize a bf16 checkpoint's projections at load (FP8 checkpoints load as
+    # FP8 either way); an "fp8" KV cache holds twice the tokens in the same memory.
+    engine_weights: Literal["auto", "fp8"] = "auto"
+    engine_kv_dtype: Literal["auto", "fp8"] = "auto"
     # Batching: requests the engine runs at once, and how long an idle engine waits for
     # companions before it starts (seconds, at most 0.05).
     engine_max_num_seqs: int = Field(default=64, gt=0)

@@ -78,16 +78,23 @@ class ModelShape:
         )
 
 
-def kv_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:
-    """K and V of every layer for one token: 2 * layers * kv_heads * head_dim * dtype_bytes."""
-    return 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * dtype_bytes
+def kv_bytes_per_token(shape: ModelShape, dtype_bytes: int, scale_bytes: int = 0) -> int:
+    """K and V of every layer for one token: 2 * layers * kv_heads * (head_dim * dtype_bytes +
+    scale_bytes), scale_bytes being a quantized cache's scale per token and head (FP8: 4)."""
+    per_head = shape.head_dim * dtype_bytes + scale_bytes
+    return 2 * shape.num_layers * shape.num_kv_heads * per_head
 
 
 def plan_num_kv_blocks(
-    *, kv_budget_bytes: int, shape: ModelShape, dtype_bytes: int, block_size: int
+    *,
+    kv_budget_bytes: int,
+    shape: ModelShape,
+    dtype_bytes: int,
+    block_size: int,
+    scale_bytes: int = 0,
 ) -> int:
     """How many KV blocks of block_size tokens fit in kv_budget_bytes (0 when none does)."""
-    block_bytes = kv_bytes_per_token(shape, dtype_bytes) * block_size
+    block_bytes = kv_bytes_per_token(shape, dtype_bytes, scale_bytes) * block_size
     return max(0, kv_budget_bytes) // block_bytes
 
 

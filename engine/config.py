@@ -19,6 +19,11 @@ DEVICES_HELP = '"auto", "cpu", "cuda" or "cuda:N"'
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION_BACKENDS = ("auto", "flash_attn", "cudnn", "flex", "cpu_flash", "sdpa")
 OOM_POLICIES = ("truncate", "cpu", "fail")
+# "auto": the weights as the checkpoint stores them (FP8 checkpoints stay FP8); "fp8": a bf16/fp32
+# checkpoint's projections quantized to FP8 E4M3 at load (engine/models/fp8.py).
+WEIGHTS = ("auto", "fp8")
+# "auto": the KV cache in the model's dtype; "fp8": E4M3 with a scale per token and KV head.
+KV_DTYPES = ("auto", "fp8")
 
 # Bytes per element of each concrete dtype name; "auto" is resolved by the runner.
 DTYPE_NUM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -41,6 +46,8 @@ class EngineConfig:
     device: str = "auto"
     dtype: str = "auto"
     attention_backend: str = "auto"
+    weights: str = "auto"
+    kv_dtype: str = "auto"
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
     kv_cache_memory_fraction: float = 0.9
@@ -112,6 +119,12 @@ class EngineConfig:
             raise ValueError(
                 f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}, "
                 f"not {self.attention_backend!r}."
+            )
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, not {self.weights!r}.")
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(
+                f"kv_dtype must be one of {', '.join(KV_DTYPES)}, not {self.kv_dtype!r}."
             )
         if self.oom_policy not in OOM_POLICIES:
             raise ValueError(

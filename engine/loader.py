@@ -12,8 +12,32 @@ from safetensors import safe_open
 from engine.errors import ModelLoadError
 from engine.gguf_convert import convert_gguf
 from engine.models import LlamaModel, ModelArgs
+from engine.models.fp8 import (
+    FP8_PROJECTIONS,
+    Fp8Linear,
+    dequantize,
+    is_fp8,
+    quantize_rows,
+    requantize_rows,
+    row_scales,
+    supports_scaled_mm,
+)
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+# FP8 checkpoints' scales that we do not use: activations are quantized per token as they come,
+# and the KV cache (kv_dtype "fp8") keeps a scale per token and head.
+_UNUSED_SCALES = ("input_scale", "k_scale", "v_scale", "kv_scale")
+_SCALES = ("weight_scale", "weight_scale_inv", *_UNUSED_SCALES)
+# The checkpoint's projections (fused at load into fp8.FP8_PROJECTIONS).
+_CHECKPOINT_PROJECTIONS = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
 
 
 def resolve_checkpoint(model_path: Path, model_cache_dir: Path | None) -> Path:
@@ -45,9 +69,12 @@ def load_model(
     device: torch.device,
     dtype: torch.dtype,
     state_dict: Mapping[str, torch.Tensor] | None = None,
+    weights: str = "auto",
 ) -> tuple[LlamaModel, ModelArgs]:
     """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
 
+    FP8 tensors stay FP8 (with their scales as fp32); every other tensor is cast to `dtype`.
+    weights "fp8": projections stored in another dtype are quantized to FP8 at load.
     state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
     the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
     on `device` in `dtype` are kept as they are, not copied.
@@ -56,13 +83,16 @@ def load_model(
     with torch.device("meta"):
         model = LlamaModel(args)
     if state_dict is None:
-        state = _read_state_dict(folder, args, device=device, dtype=dtype)
+        state = _read_state_dict(folder, args, device=device, dtype=dtype, weights=weights)
     else:
         raw = {
-            name.removeprefix("model."): t.to(device=device, dtype=dtype)
+            name.removeprefix("model."): _cast(name, t.to(device=device), dtype)
             for name, t in state_dict.items()
         }
-        state = _prepare_state_dict(raw, args, folder)
+        state = _prepare_state_dict(raw, args, folder, dtype=dtype, weights=weights)
+    if supports_scaled_mm(device) and dtype == torch.bfloat16:
+        block_scales_as_rows(state, args)  # every product on _scaled_mm (engine/models/fp8.py)
+    _use_fp8_where_stored(model, state, args)
     try:
         model.load_state_dict(state, strict=True, assign=True)
     except RuntimeError as exc:
@@ -70,6 +100,9 @@ def load_model(
             f"The checkpoint in {folder} does not match its config: {exc}"
         ) from exc
     model.init_rope(device)
+    for module in model.modules():
+        if isinstance(module, Fp8Linear):
+            module.use_scaled_mm(device)
     return model.eval().requires_grad_(False), args
 
 
@@ -102,40 +135,151 @@ def safetensors_files(folder: Path) -> list[Path]:
 
 
 def _read_state_dict(
-    folder: Path, args: ModelArgs, *, device: torch.device, dtype: torch.dtype
+    folder: Path, args: ModelArgs, *, device: torch.device, dtype: torch.dtype, weights: str
 ) -> dict[str, torch.Tensor]:
     raw: dict[str, torch.Tensor] = {}
     for path in safetensors_files(folder):
         with safe_open(str(path), framework="pt", device=str(device)) as handle:
             for name in handle.keys():  # noqa: SIM118 (safe_open is not a dict)
                 key = name.removeprefix("model.")
-                raw[key] = handle.get_tensor(name).to(dtype)
-    return _prepare_state_dict(raw, args, folder)
+                raw[key] = _cast(key, handle.get_tensor(name), dtype)
+    return _prepare_state_dict(raw, args, folder, dtype=dtype, weights=weights)
+
+
+def _cast(name: str, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """FP8 weights as they are, their scales in fp32, every other tensor in the model's dtype."""
+    if is_fp8(tensor):
+        return tensor
+    if name.rsplit(".", 1)[-1] in _SCALES:
+        return tensor.float()
+    return tensor.to(dtype)
 
 
 def _prepare_state_dict(
-    raw: dict[str, torch.Tensor], args: ModelArgs, folder: Path
+    raw: dict[str, torch.Tensor],
+    args: ModelArgs,
+    folder: Path,
+    *,
+    dtype: torch.dtype,
+    weights: str = "auto",
 ) -> dict[str, torch.Tensor]:
     if args.tie_word_embeddings:
         raw.pop("lm_head.weight", None)
     # Older Llama checkpoints store their RoPE frequencies; we compute them (init_rope).
     for name in [name for name in raw if name.endswith("rotary_emb.inv_freq")]:
         del raw[name]
+    _normalize_fp8_scales(raw, args)
+    # An FP8 tensor outside the projections (an lm_head a quantizer did not leave out) runs in
+    # the model's dtype, as embeddings and the logits always do.
+    for name in [n for n in raw if n.endswith(".weight") and is_fp8(raw[n])]:
+        prefix = name.removesuffix(".weight")
+        if name.rsplit(".", 2)[-2] not in _CHECKPOINT_PROJECTIONS:
+            _dequantize_in_place(raw, prefix, dtype, _block_k(raw, prefix, args))
     try:
-        return _fuse_projections(raw, args.num_layers)
+        state = _fuse_projections(raw, args, dtype)
     except KeyError as exc:
         raise ModelLoadError(f"The checkpoint in {folder} lacks the tensor {exc}.") from exc
+    if weights == "fp8":
+        _quantize_projections(state)
+    return state
 
 
-def _fuse_projections(raw: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+def _normalize_fp8_scales(raw: dict[str, torch.Tensor], args: ModelArgs) -> None:
+    """Every FP8 weight's scale as fp32 rows under `<name>.weight_scale` (fp8.row_scales); the
+    scales we do not use dropped."""
+    for name in [n for n in raw if n.rsplit(".", 1)[-1] in _UNUSED_SCALES]:
+        del raw[name]
+    for name in [n for n in raw if n.endswith(".weight") and is_fp8(raw[n])]:
+        prefix = name.removesuffix("weight")
+        scale = raw.pop(prefix + "weight_scale_inv", None)
+        if scale is None:
+            scale = raw.pop(prefix + "weight_scale", None)
+        if scale is None:
+            raise ModelLoadError(f"The FP8 weight {name} has no weight_scale in the checkpoint.")
+        out_features, in_features = raw[name].shape
+        raw[prefix + "weight_scale"] = row_scales(
+            scale, out_features, in_features, args.fp8_weight_block
+        )
+
+
+def _fuse_projections(
+    raw: dict[str, torch.Tensor], args: ModelArgs, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
     """q/k/v into qkv_proj and gate/up into gate_up_proj: one matrix product each."""
-    for i in range(num_layers):
+    for i in range(args.num_layers):
         prefix = f"layers.{i}."
-        for kind in ("weight", "bias"):
-            names = [f"{prefix}self_attn.{p}_proj.{kind}" for p in ("q", "k", "v")]
-            if kind == "weight" or names[0] in raw:
-                raw[f"{prefix}self_attn.qkv_proj.{kind}"] = torch.cat([raw.pop(n) for n in names])
-            gate_up = [f"{prefix}mlp.{p}_proj.{kind}" for p in ("gate", "up")]
-            if kind == "weight" or gate_up[0] in raw:
-                raw[f"{prefix}mlp.gate_up_proj.{kind}"] = torch.cat([raw.pop(n) for n in gate_up])
+        for fused, parts in (
+            ("self_attn.qkv_proj", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+            ("mlp.gate_up_proj", ("mlp.gate_proj", "mlp.up_proj")),
+        ):
+            names = [prefix + part for part in parts]
+            fp8_parts = [is_fp8(raw[f"{name}.weight"]) for name in names]
+            if any(fp8_parts) and not all(fp8_parts):  # one part left unquantized: none is
+                for name in names:
+                    _dequantize_in_place(raw, name, dtype, _block_k(raw, name, args))
+            tensor_kinds = ("weight", "weight_scale", "bias")
+            for kind in tensor_kinds:
+                if f"{names[0]}.{kind}" in raw:
+                    raw[f"{prefix}{fused}.{kind}"] = torch.cat(
+                        [raw.pop(f"{name}.{kind}") for name in names]
+                    )
     return raw
+
+
+def _dequantize_in_place(
+    raw: dict[str, torch.Tensor], name: str, dtype: torch.dtype, block_k: int | None
+) -> None:
+    weight = raw[f"{name}.weight"]
+    if is_fp8(weight):
+        scale = raw.pop(f"{name}.weight_scale")
+        raw[f"{name}.weight"] = dequantize(weight, scale, dtype, block_k)
+
+
+def _block_k(state: dict[str, torch.Tensor], name: str, args: ModelArgs) -> int | None:
+    """The inputs per scale of name's FP8 weight: None for row scales (quantized at load, or a
+    checkpoint's per-tensor or per-row scales), else the checkpoint's block."""
+    scale = state.get(f"{name}.weight_scale")
+    if scale is None or scale.shape[1] == 1 or args.fp8_weight_block is None:
+        return None
+    return args.fp8_weight_block[1]
+
+
+def _quantize_projections(state: dict[str, torch.Tensor]) -> None:
+    """weights "fp8": each projection not stored in FP8 quantized with one scale per row."""
+    for name in [n for n in state if n.endswith(".weight") and _is_projection(n)]:
+        if not is_fp8(state[name]):
+            weight, scale = quantize_rows(state[name])
+            state[name] = weight
+            state[name.removesuffix("weight") + "weight_scale"] = scale
+
+
+def block_scales_as_rows(state: dict[str, torch.Tensor], args: ModelArgs) -> None:
+    """Each FP8 weight with block scales requantized with one scale per row (fp8.requantize_rows)."""
+    for name in [n for n in state if n.endswith(".weight_scale") and state[n].shape[1] > 1]:
+        prefix = name.removesuffix(".weight_scale")
+        weight_name = f"{prefix}.weight"
+        block_k = _block_k(state, prefix, args)
+        state[weight_name], state[name] = requantize_rows(state[weight_name], state[name], block_k)
+
+
+def _is_projection(name: str) -> bool:
+    return name.rsplit(".", 2)[-2] in FP8_PROJECTIONS
+
+
+def _use_fp8_where_stored(
+    model: LlamaModel, state: dict[str, torch.Tensor], args: ModelArgs
+) -> None:
+    """Swap each projection whose weight is FP8 in `state` for an Fp8Linear (still on meta)."""
+    for name, module in list(model.named_modules()):
+        weight = state.get(f"{name}.weight")
+        if name.rsplit(".", 1)[-1] not in FP8_PROJECTIONS or weight is None or not is_fp8(weight):
+            continue
+        parent_name, child = name.rsplit(".", 1)
+        with torch.device("meta"):
+            fp8 = Fp8Linear(
+                module.in_features,
+                module.out_features,
+                bias=module.bias is not None,
+                block_k=_block_k(state, name, args),
+            )
+        setattr(model.get_submodule(parent_name), child, fp8)

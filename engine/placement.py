@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from engine.attention import select_backend
+from engine.attention.fp8_kv import SCALE_BYTES, Fp8KVBackend, scratch_bytes
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
 from engine.config import DTYPE_NUM_BYTES, EngineConfig
@@ -74,7 +75,9 @@ def build_placement(
     max_model_len: int | None,
     state_dict: Mapping[str, torch.Tensor] | None = None,
 ) -> Placement:
-    model, args = load_model(checkpoint_dir, device=device, dtype=dtype, state_dict=state_dict)
+    model, args = load_model(
+        checkpoint_dir, device=device, dtype=dtype, state_dict=state_dict, weights=config.weights
+    )
     shape = ModelShape(
         num_layers=args.num_layers,
         hidden_size=args.hidden_size,
@@ -86,9 +89,11 @@ def build_placement(
     )
     max_len = max_model_len or args.max_context
     dtype_bytes = torch.tensor([], dtype=dtype).element_size()
+    kv_fp8 = config.kv_dtype == "fp8"
     num_blocks = plan_num_blocks(
         shape=shape,
-        dtype_bytes=dtype_bytes,
+        dtype_bytes=1 if kv_fp8 else dtype_bytes,
+        scale_bytes=SCALE_BYTES if kv_fp8 else 0,
         block_size=config.block_size,
         # Room for several whole documents at once (on a GPU a quarter of max_num_seqs, on the
         # CPU two): beyond what memory allows, the scheduler preempts.
@@ -104,13 +109,20 @@ def build_placement(
             f"{config.block_size} tokens fits; raise max_kv_cache_bytes or free memory."
         )
     kv_cache = KVCache(
-        shape, num_blocks=num_blocks, block_size=config.block_size, dtype=dtype, device=device
+        shape,
+        num_blocks=num_blocks,
+        block_size=config.block_size,
+        dtype=dtype,
+        device=device,
+        fp8=kv_fp8,
     )
     if device.type == "cpu":
         model.use_matmul(cpu_linear_fn(dtype), mlp_max_rows=CPU_MLP_MAX_ROWS)
     backend = select_backend(
         backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
     )
+    if kv_fp8:
+        backend = Fp8KVBackend(backend)
     if config.compile and device.type == "cuda":
         model.compile_layers()
     runner = ModelRunner(
@@ -123,7 +135,20 @@ def build_placement(
         max_model_len=max_len,
     )
     blocks = BlockManager(num_blocks, config.block_size, config.enable_prefix_cache)
-    budget = _step_budget(config, device, shape, dtype_bytes, backend.materializes_scores)
+    # The FP8 cache's reads dequantize a whole sequence's K and V of one layer at a time.
+    fixed_bytes = (
+        scratch_bytes(
+            num_tokens=max_len,
+            num_kv_heads=shape.num_kv_heads,
+            head_dim=shape.head_dim,
+            dtype_bytes=dtype_bytes,
+        )
+        if kv_fp8
+        else 0
+    )
+    budget = _step_budget(
+        config, device, shape, dtype_bytes, backend.materializes_scores, fixed_bytes
+    )
     scheduler = Scheduler(
         SchedulerConfig(
             max_num_seqs=config.max_num_seqs,
@@ -154,6 +179,7 @@ def _step_budget(
     shape: ModelShape,
     dtype_bytes: int,
     materializes_scores: bool,
+    fixed_bytes: int = 0,
 ) -> int:
     """Tokens per step: chunk_size when set, else what free memory holds (after the weights and
     the KV cache are allocated) between min_chunk_size and max_chunk_size."""
@@ -169,6 +195,7 @@ def _step_budget(
         max_chunk=config.max_chunk_size,
         headroom_bytes=config.memory_headroom_bytes,
         attention_materializes_scores=materializes_scores,
+        fixed_bytes=fixed_bytes,
     )
     # 0 means "even the minimum looks too big": try it anyway, a real OOM decides.
     return max(planned, config.min_chunk_size)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from engine.attention.base import AttentionBackend, AttentionMetadata
+from engine.attention.fp8_kv import Fp8KVBackend, write_pages
 
 
 @dataclass
@@ -134,6 +135,26 @@ def write_slots(
     v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
 
 
+class Fp8PagedDecode(PagedDecode):
+    """The paged Triton kernel over the FP8 cache (caches are QuantizedPages): the new rows are
+    quantized into their slots, and the kernel dequantizes each tile it loads."""
+
+    name = "paged_triton_fp8"
+
+    def forward(self, q, k, v, k_cache, v_cache, batch):
+        write_pages(k, v, k_cache, v_cache, batch.slot_mapping)
+        return self.kernel(
+            q,
+            k_cache.data,
+            v_cache.data,
+            batch.block_tables,
+            batch.context_lens,
+            max_context_len=batch.max_context_len,
+            k_scale=k_cache.scale,
+            v_scale=v_cache.scale,
+        )
+
+
 class CpuPagedDecode(PagedDecode):
     """Our AVX-512 kernel over every row in one parallel region (the cpu_flash backend)."""
 
@@ -143,8 +164,10 @@ class CpuPagedDecode(PagedDecode):
 
 def make_decode_attention(backend: AttentionBackend, device: torch.device) -> DecodeAttention:
     """The paged Triton kernel on CUDA where Triton runs, our AVX-512 kernel on the CPU with
-    the cpu_flash backend, else each row through `backend`."""
-    if device.type == "cpu" and backend.name == "cpu_flash":
+    the cpu_flash backend, else each row through `backend`. Over the FP8 cache (backend an
+    Fp8KVBackend): the Triton kernel on CUDA, else each row through the backend, dequantizing."""
+    is_fp8 = isinstance(backend, Fp8KVBackend)
+    if device.type == "cpu" and backend.name == "cpu_flash" and not is_fp8:
         from engine.attention.cpu_flash import cpu_paged_decode
 
         return CpuPagedDecode(cpu_paged_decode)
@@ -157,5 +180,5 @@ def make_decode_attention(backend: AttentionBackend, device: torch.device) -> De
         except ImportError:
             return PerSequenceDecode(backend)
         if is_paged_decode_available(device):
-            return PagedDecode(paged_decode_attention)
+            return (Fp8PagedDecode if is_fp8 else PagedDecode)(paged_decode_attention)
     return PerSequenceDecode(backend)

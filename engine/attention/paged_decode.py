@@ -102,6 +102,8 @@ def paged_decode_attention(
     out: torch.Tensor | None = None,
     num_splits: int | None = None,
     config: KernelConfig | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of one query per sequence over its paged keys -> [B, H, D] (into `out` if given).
 
@@ -111,6 +113,8 @@ def paged_decode_attention(
     included), 0 for a padding row (output zeros). max_context_len: an upper bound on
     context_lens known ahead, which sizes the split grid (default: the block table's capacity).
     num_splits and config override the split plan and the launch parameters (tuning, tests).
+    k_scale, v_scale: [num_blocks, block_size, KV] fp32 for an FP8 cache (engine/attention/
+    fp8_kv.py): a key is k_cache * k_scale[..., None], dequantized tile by tile in the kernel.
     """
     kernels = _kernels()
     if kernels is None:
@@ -122,10 +126,13 @@ def paged_decode_attention(
             "The paged decode kernel runs on a CUDA device (or under Triton's interpreter); "
             "use paged_decode_reference on the CPU."
         )
-    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out)
+    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     batch_size, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_heads // num_kv_heads
+    is_fp8 = k_scale is not None
+    if k_scale is None or v_scale is None:  # unread (KV_FP8 off): any pointer will do
+        k_scale = v_scale = context_lens
     if out is None:
         out = torch.empty_like(q)
     if batch_size == 0:
@@ -156,12 +163,15 @@ def paged_decode_attention(
         )
     with _device_guard(q.device):
         kernels._paged_decode_split_kernel[(batch_size, num_kv_heads, num_splits)](
-            q, k_cache, v_cache, block_tables, context_lens, out, part_out, part_lse,
+            q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out,
+            part_lse,
             scale * LOG2_E,
             block_tables.shape[1],
             q.stride(0), q.stride(1),
             k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            # scales [num_blocks, block_size, KV], contiguous (checked): strides from the pages'
+            block_size * num_kv_heads, num_kv_heads,
             block_tables.stride(0),
             out.stride(0), out.stride(1),
             GROUP=group,
@@ -171,6 +181,7 @@ def paged_decode_attention(
             BLOCK_SIZE=block_size,
             TILE_N=config.tile_tokens,
             SINGLE_SPLIT=single,
+            KV_FP8=is_fp8,
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             num_warps=config.num_warps,
             num_stages=config.num_stages,
@@ -197,12 +208,14 @@ def paged_decode_reference(
     scale: float | None = None,
     max_context_len: int | None = None,
     out: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """paged_decode_attention in plain torch: every page of the block table gathered, keys past
     a sequence's context masked, softmax in fp32. max_context_len is accepted for the same
     signature (it only sizes the kernel's grid)."""
     del max_context_len
-    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out)
+    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     batch_size, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_heads // num_kv_heads
@@ -214,6 +227,9 @@ def paged_decode_reference(
     # Slots past a context may hold anything (NaN included): zero them, 0 * NaN is NaN.
     k = k_cache[table].reshape(batch_size, num_keys, num_kv_heads, head_dim).float()
     v = v_cache[table].reshape(batch_size, num_keys, num_kv_heads, head_dim).float()
+    if k_scale is not None and v_scale is not None:  # an FP8 cache
+        k = k * k_scale[table].reshape(batch_size, num_keys, num_kv_heads, 1)
+        v = v * v_scale[table].reshape(batch_size, num_keys, num_kv_heads, 1)
     k, v = k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0)  # [B, N, KV, D]
     qg = q.float().view(batch_size, num_kv_heads, group, head_dim)  # [B, KV, G, D]
     scores = torch.einsum("bkgd,bnkd->bkgn", qg, k) * scale  # [B, KV, G, N]
@@ -233,6 +249,8 @@ def _check_inputs(
     block_tables: torch.Tensor,
     context_lens: torch.Tensor,
     out: torch.Tensor | None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> None:
     """Shapes, dtypes and devices only: nothing that reads a value on the device."""
     if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
@@ -250,10 +268,28 @@ def _check_inputs(
         )
     if head_dim > MAX_HEAD_DIM:
         raise EngineError(f"Paged decode attention supports head dimensions up to {MAX_HEAD_DIM}.")
-    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+    if (k_scale is None) != (v_scale is None):
+        raise EngineError("Give both k_scale and v_scale (an FP8 cache), or neither.")
+    cache_dtype = torch.float8_e4m3fn if k_scale is not None else q.dtype
+    if k_cache.dtype != cache_dtype or v_cache.dtype != cache_dtype:
         raise EngineError(
-            f"q and the caches must share a dtype; got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}."
+            "q and the caches must share a dtype (an FP8 cache, with k_scale and v_scale, is "
+            f"float8_e4m3fn); got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}."
         )
+    if k_scale is not None and v_scale is not None:
+        expected = tuple(k_cache.shape[:3])
+        for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if (
+                scale.dtype != torch.float32
+                or tuple(scale.shape) != expected
+                or not scale.is_contiguous()
+                or scale.device != q.device
+            ):
+                raise EngineError(
+                    f"{name} must be contiguous float32 {list(expected)} on {q.device}, like "
+                    f"the cache's first three dimensions; got {scale.dtype} "
+                    f"{list(scale.shape)}."
+                )
     if (
         block_tables.dtype != torch.int32
         or block_tables.dim() != 2

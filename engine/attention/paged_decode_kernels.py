@@ -22,6 +22,8 @@ def _paged_decode_split_kernel(
     q_ptr,  # [B, H, D]
     k_ptr,  # [num_blocks, BLOCK_SIZE, KV, D]
     v_ptr,
+    k_scale_ptr,  # [num_blocks, BLOCK_SIZE, KV] fp32: read when KV_FP8
+    v_scale_ptr,
     block_tables_ptr,  # [B, max_blocks] int32
     context_lens_ptr,  # [B] int32
     out_ptr,  # [B, H, D]: written when SINGLE_SPLIT
@@ -37,6 +39,8 @@ def _paged_decode_split_kernel(
     stride_vn,
     stride_vs,
     stride_vh,
+    stride_sn,  # the scales' block and slot strides (their KV head stride is 1)
+    stride_ss,
     stride_bt,
     stride_ob,
     stride_oh,
@@ -47,6 +51,7 @@ def _paged_decode_split_kernel(
     BLOCK_SIZE: tl.constexpr,
     TILE_N: tl.constexpr,
     SINGLE_SPLIT: tl.constexpr,
+    KV_FP8: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
@@ -103,6 +108,13 @@ def _paged_decode_split_kernel(
         v_rows = wide * stride_vn + slots * stride_vs + kv_head * stride_vh
         k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
+        if KV_FP8:
+            # E4M3 values times their token's and head's scale, in q's dtype for tl.dot.
+            scale_rows = wide * stride_sn + slots * stride_ss + kv_head  # [TILE_N]
+            k_scale = tl.load(k_scale_ptr + scale_rows, mask=valid, other=0.0)
+            v_scale = tl.load(v_scale_ptr + scale_rows, mask=valid, other=0.0)
+            k = (k.to(tl.float32) * k_scale[:, None]).to(q.dtype)
+            v = (v.to(tl.float32) * v_scale[:, None]).to(q.dtype)
         upcoming = tokens + TILE_N
         blocks = tl.load(table_row + upcoming // BLOCK_SIZE, mask=upcoming < end, other=0)
 

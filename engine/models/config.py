@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ModelLoadError, UnsupportedModelError
+from engine.models.fp8 import fp8_weight_block
 
 # config.json `model_type` -> what differs from plain Llama, as transformers builds each family:
 # which projections have biases (None: as config.json's `attention_bias` / `mlp_bias` say, False
@@ -45,6 +46,9 @@ class ModelArgs:
     # The sliding window the checkpoint declares, which we do not apply: the context is capped
     # at it instead (max_context), where full attention is the same computation.
     ignored_sliding_window: int | None = None
+    # An FP8 checkpoint (engine/models/fp8.py), and its scales' block (rows, cols) if blocked.
+    is_fp8: bool = False
+    fp8_weight_block: tuple[int, int] | None = None
 
     @property
     def max_context(self) -> int:
@@ -63,6 +67,9 @@ class ModelArgs:
                 f"{', '.join(sorted(SUPPORTED_MODEL_TYPES))} checkpoints ({SUPPORTED_FAMILIES})."
             )
         _refuse_what_we_do_not_compute(cfg)
+        quantization = cfg.get("quantization_config")
+        # Raises for any quantization other than FP8 weights.
+        weight_block = fp8_weight_block(quantization) if quantization else None
         extra = SUPPORTED_MODEL_TYPES[model_type]
         num_heads = cfg["num_attention_heads"]
         rope_theta, rope_scaling = _rope_from_config(cfg)
@@ -85,6 +92,8 @@ class ModelArgs:
             mlp_bias=_bias(extra["mlp_bias"], cfg.get("mlp_bias")),
             qk_norm=bool(extra.get("qk_norm", False)),
             ignored_sliding_window=_sliding_window(cfg),
+            is_fp8=bool(quantization),
+            fp8_weight_block=weight_block,
         )
 
     @classmethod
@@ -108,15 +117,6 @@ def _refuse_what_we_do_not_compute(cfg: dict[str, Any]) -> None:
         raise UnsupportedModelError(
             f"The model uses the activation {cfg['hidden_act']!r}; the engine implements "
             "SwiGLU (silu) only."
-        )
-    quantization = cfg.get("quantization_config")
-    if quantization:
-        method = (
-            quantization.get("quant_method", "unknown") if isinstance(quantization, dict) else ""
-        )
-        raise UnsupportedModelError(
-            f"The checkpoint is quantized ({method}); the engine loads bf16, fp16 or fp32 "
-            "weights only: use the unquantized checkpoint."
         )
     layer_types = set(cfg.get("layer_types") or ())
     if layer_types - {"full_attention", "sliding_attention"}:

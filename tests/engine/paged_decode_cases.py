@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.attention.fp8_kv import quantize_heads
 from engine.attention.paged_decode import (
     KernelConfig,
     paged_decode_attention,
@@ -25,6 +26,9 @@ from engine.attention.paged_decode import (
 # probabilities to the value dtype before P @ V (as flash kernels do) and the output itself,
 # whose rounding alone is up to 2**-9 (bf16) or 2**-12 (fp16) of its magnitude.
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1e-2, 1e-2)}
+# An FP8 cache: the reference dequantizes in fp32, the kernel each tile into q's dtype, one more
+# rounding of K and V of up to 2**-9 (bf16) each: twice the tolerance.
+FP8_KV_TOLERANCE_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Case:
     tile_tokens: int | None = None  # None: the default config
     scale: float | None = None
     q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
+    kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -58,6 +63,8 @@ CASES: dict[str, Case] = {
     "large_scores_fp32": Case(4, 2, 64, torch.float32, (700,), q_gain=10.0, num_splits=2),
     "custom_scale_bf16": Case(4, 2, 64, torch.bfloat16, (90, 300), scale=0.3),
     "all_padding_fp32": Case(4, 2, 64, torch.float32, (0, 0), num_splits=4),
+    "g3_d64_fp32_fp8_kv": Case(9, 3, 64, torch.float32, MIXED, kv_fp8=True),
+    "g4_d128_bf16_fp8_kv_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True),
 }  # fmt: skip
 
 
@@ -88,6 +95,11 @@ def build_inputs(case: Case, device: torch.device, seed: int = 0) -> dict[str, t
         "block_tables": table,
         "context_lens": torch.tensor(case.context_lens, dtype=torch.int32),
     }
+    if case.kv_fp8:  # poisoned slots stay NaN: their scales and values are NaN
+        (tensors["k_cache"], tensors["k_scale"]), (tensors["v_cache"], tensors["v_scale"]) = (
+            quantize_heads(k),
+            quantize_heads(v),
+        )
     return {name: t.to(device) for name, t in tensors.items()}
 
 
@@ -103,6 +115,8 @@ def run_case(case: Case, device: torch.device) -> dict:
         expected = paged_decode_reference(**inputs, scale=case.scale)
         padding = inputs["context_lens"] == 0
         atol, rtol = TOLERANCE[case.dtype]
+        if case.kv_fp8:
+            atol, rtol = atol * FP8_KV_TOLERANCE_FACTOR, rtol * FP8_KV_TOLERANCE_FACTOR
         err = (result.float() - expected.float()).abs()
         return {
             "max_abs_err": err.max().item(),

@@ -148,9 +148,9 @@ def test_biases_follow_each_familys_transformers_class() -> None:
 
 
 def test_settings_that_change_the_computation_are_refused() -> None:
-    fp8 = {"quant_method": "fp8", "fmt": "e4m3"}
-    with pytest.raises(UnsupportedModelError, match=r"quantized \(fp8\)"):
-        ModelArgs.from_hf_config(BASE | {"model_type": "llama", "quantization_config": fp8})
+    awq = {"quant_method": "awq", "bits": 4}
+    with pytest.raises(UnsupportedModelError, match=r"quantized \(awq\)"):
+        ModelArgs.from_hf_config(BASE | {"model_type": "llama", "quantization_config": awq})
     with pytest.raises(UnsupportedModelError, match="gelu"):
         ModelArgs.from_hf_config(BASE | {"model_type": "llama", "hidden_act": "gelu"})
     with pytest.raises(UnsupportedModelError, match="chunked_attention"):

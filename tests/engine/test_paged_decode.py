@@ -226,20 +226,23 @@ def test_kernel_refuses_cpu_tensors_outside_the_interpreter() -> None:
         paged_decode_attention(**inputs)
 
 
-HOPPER_BUILDS = [  # (dtype, head_dim, group, block_size, single split): compiled for sm_90
-    ("bf16", 128, 4, 16, False),  # Llama-3-8B
-    ("bf16", 128, 4, 16, True),
-    ("bf16", 64, 3, 16, False),  # SmolLM2
-    ("fp16", 80, 2, 32, False),
-    ("fp32", 64, 3, 16, False),
+HOPPER_BUILDS = [  # (dtype, head_dim, group, block_size, single split, FP8 cache): for sm_90
+    ("bf16", 128, 4, 16, False, False),  # Llama-3-8B
+    ("bf16", 128, 4, 16, True, False),
+    ("bf16", 128, 4, 16, False, True),  # Llama-3-8B, FP8 KV cache
+    ("bf16", 64, 3, 16, False, False),  # SmolLM2
+    ("fp16", 80, 2, 32, False, False),
+    ("fp32", 64, 3, 16, False, False),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
-@pytest.mark.parametrize(("dtype", "head_dim", "group", "block_size", "single"), HOPPER_BUILDS)
+@pytest.mark.parametrize(
+    ("dtype", "head_dim", "group", "block_size", "single", "kv_fp8"), HOPPER_BUILDS
+)
 def test_kernels_compile_for_hopper(
-    dtype: str, head_dim: int, group: int, block_size: int, single: bool
+    dtype: str, head_dim: int, group: int, block_size: int, single: bool, kv_fp8: bool
 ) -> None:
     """Ahead of time, no GPU needed (Triton's bundled ptxas): the split kernel with its default
     launch config and the merge kernel build for an H200 (sm_90), the split kernel's K/V
@@ -259,8 +262,10 @@ def test_kernels_compile_for_hopper(
         for name in fn.arg_names:
             if name in constexprs:
                 signature[name] = "constexpr"
-            elif name.startswith("part_"):
+            elif name.startswith("part_") or name in ("k_scale_ptr", "v_scale_ptr"):
                 signature[name] = "*fp32"
+            elif name in ("k_ptr", "v_ptr") and kv_fp8:
+                signature[name] = "*fp8e4nv"
             elif name.endswith("_ptr"):
                 signature[name] = (
                     "*i32" if name in ("block_tables_ptr", "context_lens_ptr") else f"*{dtype}"
@@ -285,6 +290,7 @@ def test_kernels_compile_for_hopper(
             "BLOCK_SIZE": block_size,
             "TILE_N": config.tile_tokens,
             "SINGLE_SPLIT": single,
+            "KV_FP8": kv_fp8,
             "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
         },
         {"num_warps": config.num_warps, "num_stages": config.num_stages},

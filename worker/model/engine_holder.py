@@ -52,6 +52,8 @@ def engine_config(settings: Settings) -> EngineConfig:
         max_kv_cache_bytes=settings.engine_max_kv_cache_bytes,
         attention_backend=settings.engine_attention_backend,
         compile=settings.engine_compile,
+        weights=settings.engine_weights,
+        kv_dtype=settings.engine_kv_dtype,
         max_num_seqs=settings.engine_max_num_seqs,
         admission_window_s=settings.engine_admission_window_s,
         kv_cpu_tier_bytes=settings.kv_cpu_tier_bytes,

@@ -8,7 +8,7 @@ from typing import get_args
 import pytest
 
 from app.settings import Settings
-from engine.config import ATTENTION_BACKENDS, DTYPES, OOM_POLICIES
+from engine.config import ATTENTION_BACKENDS, DTYPES, KV_DTYPES, OOM_POLICIES, WEIGHTS
 from worker.model.engine_holder import engine_config
 
 
@@ -18,6 +18,8 @@ from worker.model.engine_holder import engine_config
         ("engine_attention_backend", ATTENTION_BACKENDS),
         ("engine_dtype", DTYPES),
         ("engine_oom_policy", OOM_POLICIES),
+        ("engine_weights", WEIGHTS),
+        ("engine_kv_dtype", KV_DTYPES),
     ],
 )
 def test_the_settings_offer_exactly_the_engine_s_choices(
@@ -30,3 +32,10 @@ def test_the_settings_offer_exactly_the_engine_s_choices(
 def test_each_backend_setting_reaches_the_engine_config(backend: str, tmp_path) -> None:
     settings = Settings(data_dir=tmp_path, engine_attention_backend=backend)
     assert engine_config(settings).attention_backend == backend
+
+
+def test_the_fp8_settings_reach_the_engine_config(tmp_path) -> None:
+    settings = Settings(data_dir=tmp_path, engine_weights="fp8", engine_kv_dtype="fp8")
+    config = engine_config(settings)
+    assert (config.weights, config.kv_dtype) == ("fp8", "fp8")
+    assert engine_config(Settings(data_dir=tmp_path)).kv_dtype == "auto"

@@ -1,0 +1,215 @@
+"""The FP8 KV cache (kv_dtype "fp8"): E4M3 pages with a scale per token and KV head take about
+half the memory of bf16 ones, round within E4M3's precision, and the engine's greedy output and
+logits stay those of the unquantized cache, through chunked prefill (prefixes read back from the
+cache), batching, prefix reuse and preemption. The Triton decode kernel's FP8 path is checked in
+test_paged_decode.py (its *_fp8_kv cases, under Triton's interpreter and on CUDA, and its sm_90
+build); the engine with it and CUDA graphs in the marked test at the end."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import SamplingParams
+from engine.attention.fp8_kv import (
+    Fp8KVBackend,
+    QuantizedPages,
+    dequantize_pages,
+    quantize_heads,
+    write_pages,
+)
+from engine.attention.paged_decode import paged_decode_reference
+from engine.chunk_planner import ModelShape
+from engine.kv_cache import KVCache, plan_num_blocks
+from engine.models.fp8 import FP8_DTYPE
+from tests.engine.conftest import save_tiny_model, tiny_engine
+from tests.engine.test_oom_policies import FailAtOrAfter
+
+# E4M3: within 2**-4 of a value in the normal range; within 2**-10 of the scale below it.
+E4M3_RELATIVE = 2.0**-4
+E4M3_SUBNORMAL_STEP = 2.0**-10
+# Keys and values rounded within 2**-4 (RMS ~1.8% for spread mantissas) change the attention
+# output by about as much, and the 2-layer model's logits by a few times that; 5% leaves room,
+# while a scale applied to the wrong token or head gives 30% or more.
+LOGITS_REL_L2 = 0.05
+# Greedy tokens that must agree with the unquantized cache: the tiny random model's later
+# tokens turn on logit gaps below FP8's rounding (measured: the 7th token of one prompt of four).
+NUM_GREEDY = 6
+EIGHT_B = ModelShape(
+    num_layers=32,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    vocab_size=128256,
+)
+
+
+def _prompt(n: int, seed: int) -> list[int]:
+    return torch.randint(0, 256, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def _rel_l2(ours: torch.Tensor, reference: torch.Tensor) -> float:
+    return ((ours - reference).norm() / reference.norm()).item()
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    # Weights of std 0.1: with the conftest's 0.2 the random model is chaotic enough that any
+    # rounding (FP8's 2**-4) changes greedy output within twenty tokens.
+    folder = tmp_path_factory.mktemp("fp8-kv-llama")
+    save_tiny_model(folder, "llama", initializer_range=0.1)
+    return folder
+
+
+def test_a_block_takes_about_half_its_bf16_size() -> None:
+    shape = ModelShape(2, 64, 128, 4, 2, 128, 260)
+    options = {"num_blocks": 8, "block_size": 16, "device": torch.device("cpu")}
+    bf16 = KVCache(shape, dtype=torch.bfloat16, **options)
+    fp8 = KVCache(shape, dtype=torch.bfloat16, fp8=True, **options)
+    assert fp8.tensor.dtype == FP8_DTYPE and isinstance(fp8.k[1], QuantizedPages)
+    # Per token and head: 128 bytes and a 4-byte scale against 256 bytes.
+    assert fp8.num_bytes / bf16.num_bytes == pytest.approx((128 + 4) / 256)
+
+
+def test_the_cache_plans_fp8_sizes_from_free_memory() -> None:
+    options = {
+        "shape": EIGHT_B,
+        "block_size": 16,
+        "max_model_len": 10**7,
+        "free_bytes": 40 << 30,
+        "max_kv_cache_bytes": None,
+        "memory_fraction": 0.9,
+        "is_cpu": False,
+    }
+    bf16 = plan_num_blocks(dtype_bytes=2, **options)
+    fp8 = plan_num_blocks(dtype_bytes=1, scale_bytes=4, **options)
+    assert fp8 == int(40 * 2**30 * 0.9) // (2 * 32 * 8 * (128 + 4) * 16)
+    assert fp8 / bf16 > 1.9  # 128K tokens of an 8B: 16 GiB in bf16, 8.25 GiB in FP8
+
+
+def test_quantized_heads_round_within_e4m3_precision() -> None:
+    x = torch.randn(37, 4, 64, generator=torch.Generator().manual_seed(0)) * 3
+    x[5, 2] = 0.0  # an all-zero head
+    x[6, 1, 7] = 900.0  # an outlier flattens only its own head's other values
+    data, scale = quantize_heads(x)
+    assert data.dtype == FP8_DTYPE and scale.shape == (37, 4)
+    restored = data.float() * scale[..., None]
+    bound = x.abs() * E4M3_RELATIVE + scale[..., None] * E4M3_SUBNORMAL_STEP
+    assert ((restored - x).abs() <= bound).all()
+    assert torch.equal(restored[5, 2], torch.zeros(64))
+
+
+def test_pages_written_by_slot_read_back_by_block() -> None:
+    num_blocks, block_size, kv_heads, head_dim = 6, 4, 2, 16
+    pages = [
+        QuantizedPages(
+            torch.zeros(num_blocks, block_size, kv_heads, head_dim, dtype=FP8_DTYPE),
+            torch.ones(num_blocks, block_size, kv_heads),
+        )
+        for _ in range(2)
+    ]
+    k = torch.randn(5, kv_heads, head_dim, generator=torch.Generator().manual_seed(1))
+    slots = torch.tensor([13, 14, 15, 4, 5])  # block 3 (slots 1-3), then block 1 (slots 0-1)
+    write_pages(k, -k, pages[0], pages[1], slots)
+    keys = dequantize_pages(pages[0], torch.tensor([3, 1]), torch.float32).reshape(-1, 2, 16)
+    values = dequantize_pages(pages[1], torch.tensor([3, 1]), torch.float32).reshape(-1, 2, 16)
+    assert torch.allclose(keys[[1, 2, 3, 4, 5]], k, rtol=E4M3_RELATIVE, atol=1e-2)
+    assert torch.equal(values[[1, 2, 3, 4, 5]], -keys[[1, 2, 3, 4, 5]])
+
+
+def test_the_decode_reference_reads_the_scales_of_each_token_and_head() -> None:
+    generator = torch.Generator().manual_seed(2)
+    k_cache = torch.randn(9, 8, 2, 32, generator=generator)
+    v_cache = torch.randn(9, 8, 2, 32, generator=generator)
+    q = torch.randn(3, 4, 32, generator=generator)
+    tables = torch.tensor([[4, 2, 0], [1, 0, 0], [8, 7, 6]], dtype=torch.int32)
+    lens = torch.tensor([13, 5, 24], dtype=torch.int32)
+    (k8, ks), (v8, vs) = quantize_heads(k_cache), quantize_heads(v_cache)
+    ours = paged_decode_reference(q, k8, v8, tables, lens, k_scale=ks, v_scale=vs)
+    dequantized = (k8.float() * ks[..., None], v8.float() * vs[..., None])
+    expected = paged_decode_reference(q, *dequantized, tables, lens)
+    assert torch.allclose(ours, expected, atol=1e-6)
+
+
+def test_fp8_cache_keeps_logits_and_greedy_output(llama) -> None:
+    prompt = _prompt(150, 0)
+    reference = tiny_engine(llama, chunk_size=32)
+    engine = tiny_engine(llama, chunk_size=32, kv_dtype="fp8")
+    assert isinstance(engine._main.runner.backend, Fp8KVBackend)
+    assert engine._main.runner.kv_cache.is_fp8
+    # Chunks of 32: every chunk after the first reads its prefix back from the FP8 pages.
+    ours = engine.prefill_logits(prompt, chunk_size=32, all_positions=True)
+    expected = reference.prefill_logits(prompt, chunk_size=32, all_positions=True)
+    error = _rel_l2(ours, expected)
+    assert 0 < error <= LOGITS_REL_L2
+    params = SamplingParams(max_new_tokens=NUM_GREEDY)
+    assert engine.generate(prompt, params).token_ids == reference.generate(prompt, params).token_ids
+
+
+def test_fp8_cache_holds_about_twice_the_blocks(llama) -> None:
+    bf16 = tiny_engine(llama, dtype="bfloat16", max_kv_cache_bytes=1 << 20)
+    fp8 = tiny_engine(llama, dtype="bfloat16", kv_dtype="fp8", max_kv_cache_bytes=1 << 20)
+    head_dim = bf16.model_shape.head_dim  # 16: scales are a quarter of the FP8 bytes here
+    ratio = fp8._main.blocks.num_blocks / bf16._main.blocks.num_blocks
+    assert ratio == pytest.approx(2 * head_dim / (head_dim + 4), rel=0.02)
+
+
+def test_batching_prefix_reuse_and_preemption_with_the_fp8_cache(llama) -> None:
+    """Batched, from a cached prefix and after preemption, each request writes what it writes
+    alone over the FP8 cache, and its first NUM_GREEDY tokens are the unquantized cache's."""
+    document = _prompt(160, 99)
+    prompts = [[*document, 3, 4, 5], [*document, 9, 8, 7, 6], _prompt(90, 1), _prompt(40, 2)]
+    params = SamplingParams(max_new_tokens=40)
+    unquantized = tiny_engine(llama, chunk_size=64)
+    alone = tiny_engine(llama, chunk_size=64, kv_dtype="fp8", enable_prefix_cache=False)
+    expected = [alone.generate(p, params).token_ids for p in prompts]
+    for ours, reference in zip(expected, prompts, strict=True):
+        assert ours[:NUM_GREEDY] == unquantized.generate(reference, params).token_ids[:NUM_GREEDY]
+    shape = unquantized.model_shape
+    # 20 blocks of 16 tokens: the four requests (about 460 tokens with the shared document, in
+    # 33 blocks) do not fit at once.
+    token_bytes = 2 * shape.num_layers * shape.num_kv_heads * (shape.head_dim + 4)
+    engine = tiny_engine(
+        llama, chunk_size=64, kv_dtype="fp8", max_kv_cache_bytes=20 * 16 * token_bytes
+    )
+    assert engine._main.blocks.num_blocks == 20
+    engine.generate([*document[:100], 1], params)  # a first read of part of the document
+    results = engine.generate_many(prompts, params)
+    assert [r.token_ids for r in results] == expected
+    assert results[0].stats.num_cached_tokens == 96
+    assert sum(r.stats.num_preemptions for r in results) > 0
+
+
+def test_out_of_memory_halving_and_the_cpu_policy_over_the_fp8_cache(llama) -> None:
+    prompt, params = _prompt(200, 11), SamplingParams(max_new_tokens=NUM_GREEDY)
+    options = {"chunk_size": 64, "min_chunk_size": 16, "kv_dtype": "fp8"}
+    expected = tiny_engine(llama, **options).generate(prompt, params).token_ids
+    halved = tiny_engine(llama, fault_injector=FailAtOrAfter(start=64, max_ok=16), **options)
+    result = halved.generate(prompt, params)
+    assert result.token_ids == expected
+    assert [f["kind"] for f in result.stats.fallbacks] == ["oom_halved", "oom_halved"]
+    fault = FailAtOrAfter(start=128, max_ok=0)
+    moved = tiny_engine(llama, fault_injector=fault, oom_policy="cpu", **options)
+    result = moved.generate(prompt, params)
+    assert result.token_ids == expected and result.stats.fallbacks[-1]["kind"] == "cpu"
+    assert moved.cpu_placement().runner.kv_cache.is_fp8
+
+
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (and triton)"
+)
+
+
+@needs_cuda
+def test_fp8_cache_on_cuda_with_graphs_keeps_greedy_output(llama) -> None:
+    prompts = [_prompt(150, 0), _prompt(70, 5), _prompt(300, 6)]
+    params = SamplingParams(max_new_tokens=NUM_GREEDY)
+    options = {"device": "cuda", "dtype": "bfloat16", "chunk_size": 64}
+    expected = tiny_engine(llama, **options).generate_many(prompts, params)
+    engine = tiny_engine(llama, kv_dtype="fp8", **options)
+    assert engine._main.runner.graphs is not None  # decode steps replay CUDA graphs
+    assert engine._main.runner.decode_attention.name == "paged_triton_fp8"
+    results = engine.generate_many(prompts, params)
+    assert [r.token_ids for r in results] == [r.token_ids for r in expected]
