@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from engine.kv_tiers.disk_tier import DiskTier, InvalidCacheTag, check_tag
 from engine.kv_tiers.identity import files_fingerprint, state_dict_fingerprint, tier_namespace
 from engine.kv_tiers.tiered_cache import CPU_TIER, DISK_TIER, TierCounters, TieredKVCache
 from engine.kv_tiers.tombstones import forget_tag_files
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CPU_TIER",
@@ -38,6 +41,10 @@ def build_kv_tiers(
 ) -> TieredKVCache | None:
     """The tiers config asks for over this cache, or None when it asks for none."""
     if not config.has_kv_tiers:
+        return None
+    if kv_cache.is_fp8:
+        # A block's FP8 values mean nothing without its scales, which the tiers do not keep yet.
+        logger.warning("KV tiers off: they do not keep an FP8 KV cache's scales yet")
         return None
     files = files_fingerprint(checkpoint_dir)
     if config.kv_model_identity is not None:

@@ -234,3 +234,13 @@ def test_a_deletion_elsewhere_reaches_blocks_an_untagged_request_loaded(llama, t
     assert len(reader._main.tiers.cpu) == 0
     assert reader.generate(question(doc, 3), GREEDY).stats.num_cached_tokens == 0
     reader.close()
+
+
+def test_an_fp8_kv_cache_runs_without_tiers_rather_than_storing_values_without_scales(
+    llama, tmp_path
+) -> None:
+    engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path / "kv", kv_dtype="fp8")
+    doc = document(80, seed=7)
+    engine.generate(question(doc, 1), GREEDY)
+    engine.flush_kv_tiers()
+    assert kv_files(tmp_path / "kv") == []
