@@ -61,8 +61,9 @@ def _header(document: Document) -> None:
 def _queue(document_id: int, kind: JobKind, params: dict | None = None) -> None:
     settings = ctx.settings()
     with ctx.session() as db:
-        job = jobs.create_job(session=db, kind=kind, document_id=document_id, params=params)
-        dispatch.queue_job(settings=settings, session=db, job=job)
+        job = dispatch.submit_job(
+            settings=settings, session=db, kind=kind, document_id=document_id, params=params
+        )
         logger.info("queued %s job %s for document %s", kind.value, job.id, document_id)
 
 
@@ -221,21 +222,16 @@ def _questions_tab(document: Document) -> None:
 def _ask(document_id: int, question: str) -> None:
     """Queue an answer job; a question the service refuses (empty once read as it looks, too
     long) is shown as its sentence."""
-    settings = ctx.settings()
     try:
-        with ctx.session() as db:
-            job = questions.create_answer_job(
-                session=db,
-                document_id=document_id,
-                question=question,
-                max_chars=settings.max_question_chars,
-            )
-            dispatch.queue_job(settings=settings, session=db, job=job)
-            logger.info("queued answer job %s for document %s", job.id, document_id)
+        _queue(document_id, JobKind.ANSWER, {"question": _checked(question)})
     except questions.InvalidQuestion as error:
         ctx.show_error(error)
         return
     st.rerun()
+
+
+def _checked(question: str) -> str:
+    return questions.typed_question(question, max_chars=ctx.settings().max_question_chars)
 
 
 def _pages_tab(document: Document) -> None:

@@ -16,7 +16,7 @@ schema (`response_format` type json_schema, which vLLM and SGLang honour). A ser
 refuses it is asked again in plain text, for good; a reply that does not match the schema is
 asked again once, then its text is returned for the caller's own parsing.
 
-Faults, each a ModelServerError with a code and a sentence (worker/jobs/runner.py stores it on
+Faults, each a ModelServerError with a code and a sentence (worker/jobs/job_run.py stores it on
 the job; the job can be run again): no connection ("the model server at HOST did not answer"),
 401/403 (the key), 429 and 5xx (retried with exponential backoff and jitter, bounded), a
 request past `llm_timeout_s` or the task's deadline, a malformed or empty reply. A reply cut
