@@ -132,10 +132,10 @@ class Harness:
     def answer(self, document_id: int, question: str, max_new_tokens: int) -> dict[str, Any]:
         from app.db.models import JobKind
         from app.services import results
-        from worker.jobs import runner
+        from worker.jobs import answer as answer_run
 
         job_id, seconds = self._run(
-            runner.run_answer,
+            answer_run.run_answer,
             JobKind.ANSWER,
             document_id,
             "answer",
@@ -161,10 +161,10 @@ class Harness:
     def summary(self, document_id: int, max_new_tokens: int) -> dict[str, Any]:
         from app.db.models import JobKind
         from app.services import results
-        from worker.jobs import runner
+        from worker.jobs import summary as summary_run
 
         job_id, seconds = self._run(
-            runner.run_summary,
+            summary_run.run_summary,
             JobKind.SUMMARIZE,
             document_id,
             "summary",

@@ -5,7 +5,7 @@ reuse on documents that fit the context, all through the worker's own code in on
                                         [--cache-dir /tmp/longdoc-model-cache]
 
 A temporary LONGDOC_DATA_DIR gets a migrated SQLite database; documents go in, and summaries and
-answers come out, through worker.jobs.runner (run_ingest, run_summary, run_answer) with job rows, as a
+answers come out, through worker.jobs (ingest.run_ingest, summary.run_summary, answer.run_answer) with job rows, as a
 worker would run them, and the default model (SmolLM2-135M-Instruct) from worker.model.engine_holder.
 The model cache dir persists between runs so the GGUF is converted once.
 
@@ -123,7 +123,7 @@ class Bench:
     def ingest(self, relative: str) -> dict[str, Any]:
         from app.services import documents, jobs
         from worker.jobs import ingest as runner_ingest
-        from worker.jobs import runner
+        from worker.jobs import job_run
 
         path = self.corpus / relative
         with self.sessions() as session:
@@ -141,7 +141,7 @@ class Bench:
         )
         seconds = time.perf_counter() - started
         job = self._job(job_id)
-        if outcome.status != runner.SUCCEEDED:
+        if outcome.status != job_run.SUCCEEDED:
             raise SystemExit(f"ingest of {path.name} failed: {job.error_code}: {job.error}")
         return {"file": path.name, "document_id": job.document_id, "seconds": round(seconds, 2)} | {
             k: job.stats[k] for k in ("num_pages", "num_tokens", "num_passages", "kind")
@@ -178,10 +178,10 @@ class Bench:
         from app.db.models import JobKind
         from app.services import results
         from pipelines.citations import parse_citations
-        from worker.jobs import runner
+        from worker.jobs import summary as summary_run
 
         job_id, timing = self._run(
-            JobKind.SUMMARIZE, document_id, {}, runner.run_summary, model_factory, max_new
+            JobKind.SUMMARIZE, document_id, {}, summary_run.run_summary, model_factory, max_new
         )
         with self.sessions() as session:
             summary = results.get_summary_for_job(session=session, job_id=job_id)
@@ -206,11 +206,11 @@ class Bench:
         from app.db.models import JobKind
         from app.services import results
         from pipelines.citations import parse_citations
-        from worker.jobs import runner
+        from worker.jobs import answer as answer_run
 
         params = {"question": question}
         job_id, timing = self._run(
-            JobKind.ANSWER, document_id, params, runner.run_answer, model_factory, max_new
+            JobKind.ANSWER, document_id, params, answer_run.run_answer, model_factory, max_new
         )
         with self.sessions() as session:
             answer = results.get_answer_for_job(session=session, job_id=job_id)

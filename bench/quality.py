@@ -9,7 +9,7 @@ scored against CUAD's expert labels and our own (bench/quality_questions.json).
     .venv/bin/python bench/quality.py --report-only  # quality.md again from quality.json
 
 Everything goes through the worker's own job code in one process, as a worker runs it:
-worker.jobs.ingest.run_ingest, worker.jobs.runner.run_answer, run_summary and
+worker.jobs.ingest.run_ingest, worker.jobs.answer.run_answer, worker.jobs.summary.run_summary and
 worker.jobs.facts.run_facts on job rows in a fresh temporary SQLite database, the model from
 worker.model.engine_holder (bench/_quality_harness.py). So it measures whatever answer and
 summary pipeline the checkout has.

@@ -3,7 +3,7 @@
 Settings and why:
 - acks_late + reject_on_worker_lost: a task is acknowledged only when it has finished, and a
   pool child that dies mid-task (SIGKILL, OOM killer) puts it back on the queue. Tasks are
-  idempotent (worker/jobs/runner.py), so running one again is safe.
+  idempotent (worker/jobs/job_run.py), so running one again is safe.
 - prefetch multiplier 1: a worker holds one task beyond what it runs, so a question queued
   behind a 40-minute summary is not stuck in a busy worker's buffer.
 - visibility timeout (Redis) longer than the longest task: else Redis hands a running summary to
@@ -25,8 +25,6 @@ from typing import Any
 
 from celery import Celery
 
-from app.db.models import JobKind
-
 # Re-exported (`X as X`): worker modules take the shared names from here.
 from app.services.dispatch import ALL_QUEUES as ALL_QUEUES
 from app.services.dispatch import QUEUE_FOR_TASK as CLIENT_QUEUE_FOR_TASK
@@ -40,7 +38,6 @@ from app.services.dispatch import TASK_INGEST as TASK_INGEST
 from app.services.dispatch import TASK_SUMMARIZE as TASK_SUMMARIZE
 from app.services.dispatch import broker_folders as broker_folders
 from app.services.dispatch import broker_url as broker_url
-from app.services.dispatch import new_task_id as new_task_id
 from app.services.dispatch import transport_options as transport_options
 from app.settings import Settings
 from worker.schedule import (
@@ -118,12 +115,3 @@ def make_celery(settings: Settings) -> Celery:
     app.conf.update(celery_config(settings))
     app.conf.beat_schedule = beat_schedule(settings)
     return app
-
-
-def send_job(app: Celery, kind: JobKind | str, job_id: int, task_id: str | None = None) -> str:
-    """Queue the task of a job by name. Call it only after the job's row is committed: a worker
-    may pick the task up at once and must find the row."""
-    name = TASK_FOR_KIND[JobKind(kind)]
-    task_id = task_id or new_task_id()
-    app.send_task(name, args=[job_id], task_id=task_id, queue=QUEUE_FOR_TASK[name])
-    return task_id

@@ -1,19 +1,22 @@
 """The beat schedule and what its two jobs do: ingest the inbox, summarize what has no summary.
 
 Both are switched and timed by settings (inbox_scan_*, auto_summarize_*). The scheduled tasks
-only create job rows and queue the real tasks, so they are quick and run on the ingest queue.
+only create job rows and queue the real tasks (app.services.dispatch), so they are quick and run
+on the ingest queue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import timedelta
 from typing import Any
 
+from celery import Celery
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import JobKind
-from app.services import jobs, results
+from app.services import dispatch, results
 from app.services.dispatch import QUEUE_INGEST
 from app.settings import Settings
 
@@ -49,16 +52,28 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 def queue_missing_summaries(
-    *, sessions: sessionmaker[Session], limit: int = MAX_SUMMARIES_PER_TICK
+    *,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    client: Celery | None = None,
+    limit: int = MAX_SUMMARIES_PER_TICK,
 ) -> list[int]:
-    """Create a summarize job for each ready document that has none; returns the job ids."""
+    """Create and queue (app.services.dispatch.submit_job) a summarize job for each ready
+    document that has none; returns the ids of those queued. One the broker refuses is failed
+    with its sentence (it then has a summary job: not created again) and the rest are tried."""
     with sessions() as session:
         document_ids = results.documents_needing_summary(session=session, limit=limit)
-        job_ids = [
-            jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=doc_id).id
-            for doc_id in document_ids
-        ]
-        session.commit()
+    job_ids = []
+    for document_id in document_ids:
+        with sessions() as session, contextlib.suppress(dispatch.BrokerUnavailable):
+            job = dispatch.submit_job(
+                settings=settings,
+                session=session,
+                kind=JobKind.SUMMARIZE,
+                document_id=document_id,
+                client=client,
+            )
+            job_ids.append(job.id)
     if job_ids:
         logger.info("auto-summarize: %d document(s) queued", len(job_ids))
     return job_ids

@@ -1,7 +1,7 @@
-"""The Celery tasks: thin shells over worker/runner*.py, by explicit name, taking only job ids.
+"""The Celery tasks: thin shells over the job modules of worker/jobs/, by explicit name, taking only job ids.
 
 Each task re-reads its job row, so it runs the same when delivered twice. Database errors are
-retried with backoff; everything else is recorded on the job by the runner. The job tasks share
+retried with backoff; everything else is recorded on the job by its run (worker/jobs/job_run.py). The job tasks share
 the base worker/jobs/poison.py's JobTask: a job whose worker died under it N times is failed, and a
 task Celery gives up on still ends its job.
 """
@@ -32,16 +32,21 @@ from worker.celery_app import (
     TASK_SUMMARIZE_MISSING,
     broker_folders,
     broker_redelivers,
-    send_job,
 )
 from worker.ingest.store import IngestOptions
-from worker.jobs import batch_slots, poison, runner
-from worker.jobs import collection as runner_collection
-from worker.jobs import facts as runner_facts
-from worker.jobs import ingest as runner_ingest
+from worker.jobs import answer as answer_job
+from worker.jobs import batch_slots, job_run, poison
+from worker.jobs import facts as facts_job
+from worker.jobs import ingest as ingest_job
+from worker.jobs import summary as summary_job
 from worker.jobs.batch_slots import BatchJobTask
 from worker.jobs.poison import JobTask
-from worker.jobs.recovery import fail_jobs_of_dead_processes, orphaned_jobs, prune_processed
+from worker.jobs.recovery import (
+    fail_jobs_of_dead_processes,
+    orphaned_jobs,
+    prune_processed,
+    queue_again,
+)
 from worker.model import engine_holder
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 
@@ -90,7 +95,7 @@ def _queue(task: Task, settings: Any, job_ids: list[int]) -> None:
         dispatch.queue_jobs(settings=settings, session=session, job_ids=job_ids, client=task.app)
 
 
-def _result(outcome: runner.RunOutcome, kind: JobKind, started: float) -> dict[str, Any]:
+def _result(outcome: job_run.RunOutcome, kind: JobKind, started: float) -> dict[str, Any]:
     """The task's result, the job's end counted in the metrics (by kind, status and seconds)."""
     metrics.record_job_ended(kind.value, outcome.status, time.perf_counter() - started)
     return {"job_id": outcome.job_id, "status": outcome.status}
@@ -111,7 +116,7 @@ def _count_page_sources(job_id: int) -> None:
 def ingest_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
     started = time.perf_counter()
-    outcome = runner_ingest.run_ingest(
+    outcome = ingest_job.run_ingest(
         job_id,
         sessions=resources.sessions(),
         options=IngestOptions.from_settings(settings),
@@ -119,9 +124,9 @@ def ingest_task(self: Task, job_id: int) -> dict[str, Any]:
         task_id=self.request.id,
         embedder=resources.embedder(),
     )
-    if outcome.status == runner.SUCCEEDED:
+    if outcome.status == job_run.SUCCEEDED:
         _count_page_sources(job_id)
-    # Committed by the runner already; key facts first, they are the shorter job.
+    # Committed by the run already; key facts first, they are the shorter job.
     follow_ups = [outcome.facts_job_id] if outcome.facts_job_id is not None else []
     _queue(self, settings, [*follow_ups, *outcome.follow_up_job_ids])
     return _result(outcome, JobKind.INGEST, started)
@@ -131,7 +136,7 @@ def ingest_task(self: Task, job_id: int) -> dict[str, Any]:
 def summarize_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
     started = time.perf_counter()
-    outcome = runner.run_summary(
+    outcome = summary_job.run_summary(
         job_id,
         sessions=resources.sessions(),
         model_factory=lambda: _model(settings, PRIORITY_BATCH),
@@ -146,9 +151,8 @@ def summarize_task(self: Task, job_id: int) -> dict[str, Any]:
 def answer_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
     started = time.perf_counter()
-    is_collection = runner_collection.is_collection_job(job_id, resources.sessions())
-    run = runner_collection.run_collection_answer if is_collection else runner.run_answer
-    outcome = run(
+    # About a document or a collection: its row, read once, tells (worker/jobs/answer.py).
+    outcome = answer_job.run_question(
         job_id,
         sessions=resources.sessions(),
         model_factory=lambda: _model(settings, PRIORITY_INTERACTIVE, job_id),
@@ -163,7 +167,7 @@ def answer_task(self: Task, job_id: int) -> dict[str, Any]:
 def facts_task(self: Task, job_id: int) -> dict[str, Any]:
     settings = resources.settings()
     started = time.perf_counter()
-    outcome = runner_facts.run_facts(
+    outcome = facts_job.run_facts(
         job_id,
         sessions=resources.sessions(),
         model_factory=lambda: _model(settings, PRIORITY_BATCH),
@@ -189,8 +193,9 @@ def scan_inbox_task(self: Task) -> dict[str, Any]:
 
 @shared_task(name=TASK_SUMMARIZE_MISSING, **_RETRY)
 def summarize_missing_task(self: Task) -> dict[str, Any]:
-    job_ids = schedule.queue_missing_summaries(sessions=resources.sessions())
-    _queue(self, resources.settings(), job_ids)
+    job_ids = schedule.queue_missing_summaries(
+        sessions=resources.sessions(), settings=resources.settings(), client=self.app
+    )
     return {"num_jobs": len(job_ids)}
 
 
@@ -218,8 +223,12 @@ def _recover_on_start(sender: Any = None, **_: Any) -> None:
     queues = _consumed_queues(sender)
     kinds = tuple(k for k, name in TASK_FOR_KIND.items() if QUEUE_FOR_TASK[name] in queues)
     orphans = orphaned_jobs(sessions=resources.sessions(), kinds=kinds)
-    for kind, job_id in orphans:
-        send_job(app, kind, job_id)
+    queue_again(
+        [job_id for _, job_id in orphans],
+        sessions=resources.sessions(),
+        settings=settings,
+        client=app,
+    )
     if orphans:
         logger.warning("queued %d job(s) again that a stopped worker left running", len(orphans))
     prune_processed(broker_folders(settings)["processed"])

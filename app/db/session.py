@@ -1,11 +1,12 @@
 """Engines and sessions. One engine per process, built by the entry point; sessions are passed in."""
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.errors import DatabaseUnavailable
@@ -59,7 +60,13 @@ def make_engine(url: str, *, sqlite_foreign_keys: bool = True) -> Engine:
         # A transaction marked a write (write_transaction) takes the write lock at once. Any
         # other emits its BEGIN with its first statement (_before_execute), knowing its kind.
         if connection.get_execution_options().get(WRITE_OPTION):
-            connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                # Raised here, outside any statement, SQLAlchemy would pass the driver's error
+                # on as it is; wrapped as its statements' errors are, a lock that outlasted the
+                # busy timeout is retried like any other (app.db.retry, the tasks' autoretry).
+                raise OperationalError("BEGIN IMMEDIATE", None, error) from error
 
     @event.listens_for(engine, "before_cursor_execute")
     def _before_execute(connection: Any, cursor: Any, statement: str, *_: Any) -> None:

@@ -18,6 +18,22 @@ from app.settings import MAX_QUESTION_CHARS
 MODES = ("retrieval", "per_document")
 
 
+def question_params(
+    *,
+    collection_id: int,
+    question: str,
+    each: bool | None = None,
+    max_chars: int = MAX_QUESTION_CHARS,
+) -> dict[str, Any]:
+    """The params of an answer job about the collection (create_question_job), the question
+    checked first (app.services.questions.typed_question: InvalidQuestion)."""
+    clean = typed_question(question, max_chars=max_chars)
+    params: dict[str, Any] = {"question": clean, "collection_id": collection_id}
+    if each is not None:
+        params["each"] = each
+    return params
+
+
 def create_question_job(
     *,
     session: Session,
@@ -29,10 +45,9 @@ def create_question_job(
     """A queued answer job about the collection (no document). `each`: True answers every
     document in a table, False from the best passages, None lets the question decide. The
     question is checked first (app.services.questions.typed_question: InvalidQuestion)."""
-    clean = typed_question(question, max_chars=max_chars)
-    params: dict[str, Any] = {"question": clean, "collection_id": collection_id}
-    if each is not None:
-        params["each"] = each
+    params = question_params(
+        collection_id=collection_id, question=question, each=each, max_chars=max_chars
+    )
     job = jobs.create_job(session=session, kind=JobKind.ANSWER, params=params)
     job.collection_id = collection_id
     session.flush()

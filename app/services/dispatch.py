@@ -1,8 +1,9 @@
 """Queue background work by task name: a thin Celery client that imports nothing of the worker.
 
-Every client (the UI, the CLI, beat's scheduled tasks and the ingest task's follow-ups) creates a
-job row, then calls `queue_job`: it gives the job a task id, commits, and only then sends the
-task, so a worker that picks it up at once finds the row; a broker that is down fails the job.
+Every client (the UI, the CLI, beat's scheduled tasks) creates and queues a job with `submit_job`;
+the ingest task's follow-ups and a restarted worker's orphans, whose rows exist, with `queue_jobs`
+and `queue_job`. `queue_job` gives the job a task id, commits, and only then sends the task, so a
+worker that picks it up at once finds the row; a broker that is down fails the job.
 Task and queue names here are the contract with worker/celery_app.py and must stay identical.
 
 The client sends only: it has no result backend (job rows are the source of truth) and never
@@ -58,9 +59,13 @@ EMBEDDED_POLLING_INTERVAL_S = 0.5
 
 
 class BrokerUnavailable(AppError):
-    """The task could not be handed to the broker; the job is marked failed."""
+    """The task could not be handed to the broker; the job (`job_id`) is marked failed."""
 
     code = "broker_unavailable"
+
+    def __init__(self, sentence: str, job_id: int | None = None) -> None:
+        super().__init__(sentence)
+        self.job_id = job_id
 
 
 @dataclass(frozen=True)
@@ -170,9 +175,34 @@ def queue_job(
         )
         session.commit()
         metrics.record_job_not_queued(JobKind(job.kind).value)
-        raise BrokerUnavailable(sentence) from error
+        raise BrokerUnavailable(sentence, job.id) from error
     metrics.record_job_queued(JobKind(job.kind).value)
     return job.task_id
+
+
+def submit_job(
+    *,
+    settings: Settings,
+    session: Session,
+    kind: JobKind,
+    document_id: int | None = None,
+    collection_id: int | None = None,
+    params: dict[str, Any] | None = None,
+    client: Celery | None = None,
+) -> Job:
+    """Create a job and queue it (queue_job: committed, then sent by name): the one way a job
+    is created and queued, for the UI, the CLI and the scheduler. `params` are JSON (an
+    answer's {"question": ...}, checked by the caller; an ingest's IngestParams.to_dict()).
+    When the broker cannot be reached the job is failed and BrokerUnavailable raised.
+
+    Jobs created inside a larger transaction (an ingest's follow-ups, with the document they
+    follow) are queued after its commit with queue_jobs instead."""
+    job = jobs.create_job(session=session, kind=kind, document_id=document_id, params=params)
+    if collection_id is not None:
+        job.collection_id = collection_id
+        session.flush()
+    queue_job(settings=settings, session=session, job=job, client=client)
+    return job
 
 
 def queue_jobs(

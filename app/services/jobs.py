@@ -6,7 +6,9 @@ document was deleted (and the job with it) while the task ran.
 """
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,3 +273,26 @@ def fail_job(*, session: Session, job_id: int, error_code: str, sentence: str) -
     job.error = sentence
     session.flush()
     return job
+
+
+def wait_for_job(
+    *,
+    open_session: Callable[[], AbstractContextManager[Session]],
+    job_id: int,
+    on_update: Callable[[Job], None] | None = None,
+    interval_s: float = 0.5,
+) -> Job | None:
+    """Read the job's row every `interval_s` until it has ended (succeeded or failed), each row
+    read shown to `on_update`; its last row (detached), or None once the job is gone (its
+    document was deleted). Waiting never changes the job: Ctrl-C stops only the waiting."""
+    while True:
+        with open_session() as session:
+            job = get_job(session=session, job_id=job_id)
+            if job is None:
+                return None
+            session.expunge(job)
+        if on_update is not None:
+            on_update(job)
+        if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            return job
+        time.sleep(interval_s)

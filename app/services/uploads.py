@@ -3,7 +3,7 @@
 A file refused by the quick check (app.services.upload_check: not a PDF, too large, a password
 needed or wrong) gets its sentence and no job. A file already in the library gets no job: it
 joins the chosen collection and the page links to it. Any other is copied into the document
-store and queued (app.services.dispatch.queue_job, which commits); its password is kept on the
+store and queued (app.services.dispatch.submit_job, which commits); its password is kept on the
 job, for the worker, only when the file is encrypted. Nothing here logs the password or the text.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from app.db.models import JobKind
 from app.display import display_name
 from app.services import collections, dispatch, documents, jobs
 from app.services.upload_check import check_upload
@@ -83,7 +84,8 @@ def queue_upload(
         collection_id=collection_id,  # joined once stored (worker/jobs/ingest.py)
         owner_id=owner_id,  # accounts: the uploader owns what is newly stored
     )
-    job = jobs.create_ingest_job(session=session, params=params)
-    dispatch.queue_job(settings=settings, session=session, job=job)
+    job = dispatch.submit_job(
+        settings=settings, session=session, kind=JobKind.INGEST, params=params.to_dict()
+    )
     logger.info("upload queued as job %s (%d bytes)", job.id, len(data))
     return UploadResult(file_name=name, job_id=job.id)

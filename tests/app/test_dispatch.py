@@ -174,3 +174,48 @@ def test_queue_jobs_sends_only_the_jobs_never_sent(tmp_path: Path) -> None:
         assert unsent.task_id is not None
     engine.dispose()
     assert dispatch.queue_lengths(settings)["gpu_batch"] == 2
+
+
+def test_submit_job_creates_and_queues_a_job_for_a_collection(tmp_path: Path) -> None:
+    from app.db.session import make_engine, session_factory
+    from app.services import collections
+
+    settings = make_settings(tmp_path)
+    upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    with session_factory(engine)() as session:
+        collection = collections.create_collection(session=session, name="Leases")
+        session.commit()
+        job = dispatch.submit_job(
+            settings=settings,
+            session=session,
+            kind=JobKind.ANSWER,
+            collection_id=collection.id,
+            params={"question": "private"},
+        )
+        job_id, task_id, collection_id = job.id, job.task_id, collection.id
+    with session_factory(engine)() as other:
+        row = jobs.get_job(session=other, job_id=job_id)
+        assert (row.status, row.task_id, row.collection_id) == (
+            JobStatus.QUEUED,
+            task_id,
+            collection_id,
+        )
+        assert row.params == {"question": "private"}
+    engine.dispose()
+    message = take_message(settings, "gpu")
+    assert (message["headers"]["task"], message["body"][0]) == ("longdoc.answer", [job_id])
+
+
+def test_submit_job_names_the_job_an_unreachable_broker_failed(tmp_path: Path) -> None:
+    from app.db.session import make_engine, session_factory
+
+    settings = make_settings(tmp_path, broker_url="redis://127.0.0.1:1/0")  # nothing listens
+    upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    with session_factory(engine)() as session:
+        with pytest.raises(dispatch.BrokerUnavailable) as raised:
+            dispatch.submit_job(settings=settings, session=session, kind=JobKind.FACTS)
+        row = jobs.get_job(session=session, job_id=raised.value.job_id)
+        assert (row.kind, row.status) == (JobKind.FACTS, JobStatus.FAILED)
+    engine.dispose()

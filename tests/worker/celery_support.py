@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -24,9 +25,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Job, JobKind, JobStatus, Summary
 from app.db.session import make_engine
 from app.migrate import upgrade
-from app.services import documents, jobs
+from app.services import dispatch, documents, jobs
 from app.settings import Settings
-from worker.celery_app import make_celery, send_job
+from worker.celery_app import make_celery
 
 LONGDOC = str(Path(sys.executable).parent / "longdoc")
 REPO = Path(__file__).resolve().parents[2]
@@ -159,38 +160,22 @@ class Harness:
         stored = documents.store_file(
             files_dir=self.settings.files_dir, content_hash=content_hash, data=path
         )
-        with self.sessions() as session:
-            job = jobs.create_job(
-                session=session,
-                kind=JobKind.INGEST,
-                params={
-                    "path": str(stored),
-                    "file_name": path.name,
-                    "then_summarize": then_summarize,
-                },
-            )
-            session.commit()
-        send_job(self.app, JobKind.INGEST, job.id)
-        return job.id
+        params = {"path": str(stored), "file_name": path.name, "then_summarize": then_summarize}
+        return self._submit(JobKind.INGEST, params=params)
 
     def queue_summary(self, document_id: int) -> int:
-        with self.sessions() as session:
-            job = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=document_id)
-            session.commit()
-        send_job(self.app, JobKind.SUMMARIZE, job.id)
-        return job.id
+        return self._submit(JobKind.SUMMARIZE, document_id=document_id)
 
     def queue_answer(self, document_id: int, question: str) -> int:
+        return self._submit(JobKind.ANSWER, document_id=document_id, params={"question": question})
+
+    def _submit(self, kind: JobKind, **values: Any) -> int:
+        """As every client queues a job (app.services.dispatch.submit_job), through this app."""
         with self.sessions() as session:
-            job = jobs.create_job(
-                session=session,
-                kind=JobKind.ANSWER,
-                document_id=document_id,
-                params={"question": question},
+            job = dispatch.submit_job(
+                settings=self.settings, session=session, kind=kind, client=self.app, **values
             )
-            session.commit()
-        send_job(self.app, JobKind.ANSWER, job.id)
-        return job.id
+            return job.id
 
     def job(self, job_id: int) -> Job:
         with self.sessions() as session:

@@ -15,7 +15,7 @@ from tests.pipelines import pdf_factory
 from worker.inbox import scan_inbox
 from worker.ingest.store import IngestOptions
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
 
 DAY_S = 24 * 3600
 
@@ -149,7 +149,7 @@ def test_a_refused_ingest_leaves_no_copy_in_the_store(
         for job_id in job_ids
     ]
 
-    assert sorted(o.status for o in outcomes) == [runner.FAILED, runner.SUCCEEDED]
+    assert sorted(o.status for o in outcomes) == [job_run.FAILED, job_run.SUCCEEDED]
     (left,) = stored_files(files_dir)  # the damaged file's copy is gone, the good one stays
     with sessions() as session:
         good_job = next(session.get(Job, o.job_id) for o in outcomes if o.status == "succeeded")

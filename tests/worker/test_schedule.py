@@ -55,7 +55,7 @@ def test_scan_inbox_makes_one_job_per_settled_pdf_and_moves_it_away(
     assert sorted(j.params["file_name"] for j in rows) == ["a.pdf", "b.PDF"]
 
 
-def test_missing_summaries_are_queued_once(sessions) -> None:
+def test_missing_summaries_are_queued_once(sessions, tmp_path: Path) -> None:
     with sessions() as session:
         first = documents.store_document(session=session, new=new_document("one")).id
         summarized = documents.store_document(session=session, new=new_document("two")).id
@@ -70,8 +70,8 @@ def test_missing_summaries_are_queued_once(sessions) -> None:
         )
         session.commit()
 
-    queued = schedule.queue_missing_summaries(sessions=sessions)
-    again = schedule.queue_missing_summaries(sessions=sessions)
+    queued = schedule.queue_missing_summaries(sessions=sessions, settings=settings(tmp_path))
+    again = schedule.queue_missing_summaries(sessions=sessions, settings=settings(tmp_path))
 
     with sessions() as session:
         assert [session.get(Job, j).document_id for j in queued] == [first]

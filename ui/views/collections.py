@@ -8,7 +8,7 @@ import logging
 
 import streamlit as st
 
-from app.db.models import CollectionAnswer, JobStatus
+from app.db.models import CollectionAnswer, JobKind, JobStatus
 from app.errors import AppError, InvalidCollection
 from app.services import access, acting, collection_answers, collections, dispatch, jobs
 from app.services.answer_labels import row_source, view_of
@@ -198,14 +198,19 @@ def _ask(collection_id: int, num_documents: int) -> None:
                 acting.allow_collection_question(
                     session=db, actor=ctx.actor(), collection_id=collection_id, question=question
                 )
-                job = collection_answers.create_question_job(
-                    session=db,
+                params = collection_answers.question_params(
                     collection_id=collection_id,
                     question=question,
                     each=MODES[mode],
                     max_chars=settings.max_question_chars,
                 )
-                dispatch.queue_job(settings=settings, session=db, job=job)
+                job = dispatch.submit_job(
+                    settings=settings,
+                    session=db,
+                    kind=JobKind.ANSWER,
+                    collection_id=collection_id,
+                    params=params,
+                )
                 logger.info("queued collection question job %s", job.id)
         except InvalidQuestion as error:
             ctx.show_error(error)

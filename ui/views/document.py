@@ -80,8 +80,9 @@ def _queue(document_id: int, kind: JobKind, params: dict | None = None) -> None:
         acting.allow_document_write(
             session=db, actor=ctx.actor(), document_id=document_id, action=kind.value
         )
-        job = jobs.create_job(session=db, kind=kind, document_id=document_id, params=params)
-        dispatch.queue_job(settings=settings, session=db, job=job)
+        job = dispatch.submit_job(
+            settings=settings, session=db, kind=kind, document_id=document_id, params=params
+        )
         logger.info("queued %s job %s for document %s", kind.value, job.id, document_id)
 
 
@@ -234,24 +235,28 @@ def _questions_tab(document: Document) -> None:
 def _ask(document_id: int, question: str) -> None:
     """Queue an answer job; a question the service refuses (empty once read as it looks, too
     long) is shown as its sentence."""
-    settings = ctx.settings()
     try:
+        settings = ctx.settings()
         with ctx.session() as db:
             acting.allow_ask(
                 session=db, actor=ctx.actor(), document_id=document_id, question=question
             )
-            job = questions.create_answer_job(
+            job = dispatch.submit_job(
+                settings=settings,
                 session=db,
+                kind=JobKind.ANSWER,
                 document_id=document_id,
-                question=question,
-                max_chars=settings.max_question_chars,
+                params={"question": _checked(question)},
             )
-            dispatch.queue_job(settings=settings, session=db, job=job)
             logger.info("queued answer job %s for document %s", job.id, document_id)
     except questions.InvalidQuestion as error:
         ctx.show_error(error)
         return
     st.rerun()
+
+
+def _checked(question: str) -> str:
+    return questions.typed_question(question, max_chars=ctx.settings().max_question_chars)
 
 
 def _pages_tab(document: Document) -> None:

@@ -19,7 +19,7 @@ from app.services import acting, jobs
 from app.services import facts as fact_service
 from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
-from worker.cli.jobs import _document_or_fail, _queue, _wait
+from worker.cli.jobs import document_or_fail, submit, wait_for
 
 commands = typer.Typer()
 
@@ -82,19 +82,17 @@ def facts_command(
             console.print(f"Wrote the key facts of {count} document(s) to {escape(str(export))}.")
             return
         with open_session(settings) as session:
-            _document_or_fail(
+            document_or_fail(
                 session, document_id, action="facts_run" if run else "facts", write=run
             )
             session.commit()  # the audit row
             if run:
-                job = jobs.create_job(session=session, kind=JobKind.FACTS, document_id=document_id)
-                _queue(settings, session, job)
-                job_id = job.id
+                job_id = submit(settings, session, JobKind.FACTS, document_id=document_id)
         if run:
             console.print(f"Queued job {job_id}.")
             if not wait:
                 return
-            _wait(settings, job_id)
+            wait_for(settings, job_id)
         with open_session(settings) as session:
             rows = fact_service.list_facts(session=session, document_id=document_id)
             if rows:

@@ -1,6 +1,6 @@
 """`longdoc summarize`, `longdoc ask` and `longdoc jobs`: queue work by task name and follow it.
 
-Jobs are queued as the UI queues them (app.services.dispatch.queue_job): the row is committed
+Jobs are created and queued as the UI does (app.services.dispatch.submit_job): the row is committed
 before its task is sent, so a worker that picks the task up at once finds it, and a broker that
 is down fails the job with a sentence. Waiting polls the row (stage, done of total) and shows it
 live; Ctrl-C stops only the waiting, never the job.
@@ -9,9 +9,8 @@ live; Ctrl-C stops only the waiting, never the job.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -49,17 +48,18 @@ class JobFailed(AppError):
     code = "job_failed"
 
 
-def _queue(settings: Settings, session: Session, job: Job) -> str:
-    """Queue the job the way every client does (app.services.dispatch.queue_job): committed,
-    then sent by name. A broker that cannot be reached fails the job with a sentence, and the
-    command says so and exits 1."""
+def submit(settings: Settings, session: Session, kind: JobKind, **values: Any) -> int:
+    """Create and queue the job the way every client does (app.services.dispatch.submit_job):
+    committed, then sent by name; its id. A broker that cannot be reached fails the job with a
+    sentence, and the command says so and exits 1."""
     try:
-        return dispatch.queue_job(settings=settings, session=session, job=job)
+        job = dispatch.submit_job(settings=settings, session=session, kind=kind, **values)
     except dispatch.BrokerUnavailable as error:
-        raise dispatch.BrokerUnavailable(f"Job {job.id} failed: {error}") from None
+        raise dispatch.BrokerUnavailable(f"Job {error.job_id} failed: {error}") from None
+    return job.id
 
 
-def _document_or_fail(
+def document_or_fail(
     session: Session, document_id: int, *, action: str = "view", write: bool = False
 ) -> None:
     # Accounts (issue 25): exists, and the acting user (`--as`) may do this to it (logged).
@@ -80,43 +80,33 @@ def summarize(
         settings = load_settings()
         with open_session(settings) as session:
             if target.isdigit() and not Path(target).exists():
-                _document_or_fail(session, int(target), action="summarize", write=True)
-                job = jobs.create_job(
-                    session=session, kind=JobKind.SUMMARIZE, document_id=int(target)
-                )
+                document_or_fail(session, int(target), action="summarize", write=True)
+                job_id = submit(settings, session, JobKind.SUMMARIZE, document_id=int(target))
             else:
                 owner = acting.allow_upload(
                     session=session, actor=as_user.actor(session), collection_id=None
                 )
-                job = _ingest_job(
-                    settings, session, Path(target), then_summarize=True, owner_id=owner
-                )
-            _queue(settings, session, job)
-            job_id = job.id
+                params = _ingest_params(settings, Path(target), then_summarize=True, owner_id=owner)
+                job_id = submit(settings, session, JobKind.INGEST, params=params.to_dict())
         console.print(f"Queued job {job_id}.")
         if not wait:
             return
-        final = _wait(settings, job_id)
+        final = wait_for(settings, job_id)
         if final.kind == JobKind.INGEST:
             follow_up = final.stats.get("follow_up_job_id")
             if follow_up is None:
                 raise JobFailed("The file was ingested but no summary job was created.")
             console.print(f"Stored as document {final.document_id}; summarizing (job {follow_up}).")
-            final = _wait(settings, int(follow_up))
+            final = wait_for(settings, int(follow_up))
         with open_session(settings) as session:
             summary = results.get_summary_for_job(session=session, job_id=final.id)
             console.rule(f"Summary of document {final.document_id} ({summary.method.value})")
             print_summary(console, summary)
 
 
-def _ingest_job(
-    settings: Settings,
-    session: Session,
-    path: Path,
-    *,
-    then_summarize: bool,
-    owner_id: int | None = None,
-) -> Job:
+def _ingest_params(
+    settings: Settings, path: Path, *, then_summarize: bool, owner_id: int | None = None
+) -> jobs.IngestParams:
     if not path.is_file():
         raise NotFound(f"There is no file {path} (give a PDF file or a document id).")
     # Into the document store first: the worker that ingests it may run elsewhere.
@@ -125,10 +115,9 @@ def _ingest_job(
         files_dir=settings.files_dir, content_hash=content_hash, data=path
     )
     file_name = display_name(path.name)
-    params = jobs.IngestParams(
+    return jobs.IngestParams(
         file_name=file_name, path=str(stored), then_summarize=then_summarize, owner_id=owner_id
     )
-    return jobs.create_ingest_job(session=session, params=params)
 
 
 @commands.command()
@@ -192,19 +181,15 @@ def ask(
                 document_id=document_id,
                 question=question,
             )
-            job = questions.create_answer_job(
-                session=session,
-                document_id=document_id,
-                question=question,
-                max_chars=settings.max_question_chars,
+            params = {"question": question}  # checked above (typed_question)
+            job_id = submit(
+                settings, session, JobKind.ANSWER, document_id=document_id, params=params
             )
-            _queue(settings, session, job)
-            job_id = job.id
         status = error_console if as_json else console
         status.print(f"Queued job {job_id}.")
         if not wait:
             return
-        _wait(settings, job_id, shown_on=status)
+        wait_for(settings, job_id, shown_on=status)
         with open_session(settings) as session:
             answer = results.get_answer_for_job(session=session, job_id=job_id)
             if as_json:
@@ -229,20 +214,21 @@ def _ask_collection(
         )
         if not collections.document_ids_of(session=session, collection_id=collection.id):
             raise NotFound(f"The collection {collection.name!r} holds no document yet.")
-        job = collection_answers.create_question_job(
-            session=session,
+        params = collection_answers.question_params(
             collection_id=collection.id,
             question=question,
             each=each,
             max_chars=settings.max_question_chars,
         )
-        _queue(settings, session, job)
-        job_id, collection_name = job.id, collection.name
+        collection_id, collection_name = collection.id, collection.name
+        job_id = submit(
+            settings, session, JobKind.ANSWER, collection_id=collection_id, params=params
+        )
     status = error_console if as_json else console
     status.print(f"Queued job {job_id}.")
     if not wait:
         return
-    _wait(settings, job_id, shown_on=status)
+    wait_for(settings, job_id, shown_on=status)
     with open_session(settings) as session:
         answer = collection_answers.get_for_job(session=session, job_id=job_id)
         if as_json:
@@ -252,7 +238,7 @@ def _ask_collection(
         print_collection_answer(console, answer)
 
 
-def _wait(settings: Settings, job_id: int, *, shown_on: Console = console) -> Job:
+def wait_for(settings: Settings, job_id: int, *, shown_on: Console = console) -> Job:
     """Poll the job until it ends, its progress shown on `shown_on`; raise JobFailed with its
     sentence when it failed."""
     columns = (
@@ -264,19 +250,21 @@ def _wait(settings: Settings, job_id: int, *, shown_on: Console = console) -> Jo
     try:
         with Progress(*columns, console=shown_on, transient=True) as progress:
             bar = progress.add_task("job", total=None, job_id=job_id, stage="queued")
-            while True:
-                with open_session(settings) as session:
-                    job = jobs.get_job(session=session, job_id=job_id)
-                    if job is None:
-                        raise NotFound(f"Job {job_id} is gone (its document was deleted).")
-                    session.expunge(job)
+
+            def show(job: Job) -> None:
                 total = job.progress_total or None
                 progress.update(
                     bar, total=total, completed=job.progress_done, stage=job.stage or job.status
                 )
-                if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
-                    break
-                time.sleep(POLL_INTERVAL_S)
+
+            job = jobs.wait_for_job(
+                open_session=lambda: open_session(settings),
+                job_id=job_id,
+                on_update=show,
+                interval_s=POLL_INTERVAL_S,
+            )
+            if job is None:
+                raise NotFound(f"Job {job_id} is gone (its document was deleted).")
     except KeyboardInterrupt:
         error_console.print(
             f"Stopped waiting; job {job_id} goes on. Follow it with `longdoc jobs`."

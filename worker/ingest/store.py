@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.session import write_transaction
 from app.errors import DuplicateDocument
 from app.services import documents
 from app.settings import Settings
@@ -237,7 +238,8 @@ def store_read(
     session: Session, read: ReadPdf, *, files_dir: Path, on_stage: Progress | None = None
 ) -> StoredDocument:
     """The file into the document store and its document into `session` (flushed; the caller
-    commits, with its job row). PRESENT when another process stored the same file meanwhile."""
+    commits, with its job row), in a write transaction (app.db.session.write_transaction, begun
+    once the file is copied). PRESENT when another process stored the same file meanwhile."""
     (on_stage or (lambda _: None))("storing")
     started = time.perf_counter()
     parsed = read.parsed
@@ -257,6 +259,9 @@ def store_read(
         stored_path,
         read.embedding_model,
     )
+    # A read (is it there already?) then writes: BEGIN IMMEDIATE on SQLite, as results are
+    # saved, so it waits for the write lock rather than failing with "database is locked".
+    write_transaction(session)
     try:
         document = documents.store_document(session=session, new=new)
     except DuplicateDocument as duplicate:

@@ -1,2 +1,3 @@
-"""The job machinery: what each task does as plain functions (runner and its siblings), a job's
+"""The job machinery: a job's life (job_run: claim, progress, finish, fail, the model-job
+skeleton), one module per job kind (summary, answer, facts, collection, ingest), a job's
 progress, the poison-task guard, summary slots, and recovery of jobs whose worker died."""

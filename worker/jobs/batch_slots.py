@@ -8,7 +8,8 @@ free again at once. Questions and ingests never need a slot.
 Waiting for a slot is not a failure: the task goes back with the same retry count (Celery's own
 `retry` would spend one of the retries meant for database errors each time, and after eight
 waits fail a job that never ran), and without touching its job row (no run counted, no write:
-twenty waiting summaries would otherwise write to the database ten times a second).
+twenty waiting summaries would otherwise write to the database ten times a second); its state
+in the result backend is stored at the first wait only, not again every few seconds.
 
 First come, first served: a freed slot goes to the job that has waited longest (the smallest
 job id among those waiting), not to whichever summary happens to ask next, so a contract
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from celery.app.task import get_actual_ignore_result
 from celery.app.trace import LOG_RECEIVED
 from celery.exceptions import Retry
 from celery.worker import strategy as celery_strategy
@@ -140,18 +142,34 @@ class BatchJobTask(JobTask):
     """A job task that runs only while it holds a batch slot (summaries, key facts)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with slot(resources.settings(), job_id_of(args, kwargs)) as has_slot:
+        job_id = job_id_of(args, kwargs)
+        with slot(resources.settings(), job_id) as has_slot:
             _note_sent_back(self.request.id, waiting=not has_slot)
             if not has_slot:
-                raise come_back_later(self)
+                raise come_back_later(self, is_first_wait=_num_waits(job_id) <= 1)
             return super().__call__(*args, **kwargs)
 
 
-def come_back_later(task: Any) -> Retry:
+def _num_waits(job_id: int | None) -> int:
+    with _lock:
+        waiter = _waiting.get(job_id) if job_id is not None else None
+        return waiter.num_waits if waiter is not None else 1
+
+
+def come_back_later(task: Any, *, is_first_wait: bool = True) -> Retry:
     """Send the task again in a few seconds with its retry count unchanged; the Retry to raise
-    (Celery's own line for it is left out: worker/jobs/poison.py; `slot` logs the wait once)."""
+    (Celery's own line for it is left out: worker/jobs/poison.py; `slot` logs the wait once).
+
+    Only the first wait stores the task's state (RETRY) in the result backend, the database:
+    later waits change nothing there, and a write every few seconds per waiting summary would
+    take SQLite's one write lock for nothing. The task sent again keeps the caller's choice."""
     request = task.request
+    ignore_result = get_actual_ignore_result(task, request)
     after_s = random.uniform(RETRY_AFTER_S, 2 * RETRY_AFTER_S)
-    again = task.signature_from_request(request, countdown=after_s, retries=request.retries)
+    again = task.signature_from_request(
+        request, countdown=after_s, retries=request.retries, ignore_result=ignore_result
+    )
     again.apply_async()
+    if not is_first_wait:
+        request.ignore_result = True  # this attempt's Retry: not stored again
     return Retry(WAITING, when=after_s, sig=again)

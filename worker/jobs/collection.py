@@ -2,7 +2,8 @@
 documents (pipelines.collection.answer) or document by document in a table
 (pipelines.collection.table), and save the answer once.
 
-An answer job with params["collection_id"] is one of these (worker/tasks.py sends it here).
+An answer job with a collection_id is one of these (worker/jobs/answer.run_question sends it
+here).
 Safe to run again for the same job: a saved answer is found by job id. Progress: "retrieving",
 then "reading documents" (done of total), then the model's prefill. Nothing here logs document
 text, questions or answers.
@@ -27,9 +28,10 @@ from pipelines.collection.sources import SourceDocument, labels_for
 from pipelines.collection.table import answer_each
 from pipelines.protocols import Embedder
 from pipelines.retrieval.hybrid import index_for
-from worker.jobs import runner
+from worker.jobs import job_run
 from worker.jobs.collection_retrieval import rank_collection
-from worker.jobs.document_inputs import document_input
+from worker.jobs.document_inputs import input_of_rows
+from worker.jobs.job_run import ClaimedJob, ModelFactory, RunOutcome, Saved, ThrottledProgress
 from worker.jobs.known_facts import facts_in
 from worker.model.vector_store import from_rows
 
@@ -40,34 +42,52 @@ TABLE_MAX_NEW_TOKENS = 64
 MAX_TABLE_DOCUMENTS = 200
 
 
-def is_collection_job(job_id: int, sessions: sessionmaker[Session]) -> bool:
-    with sessions() as session:
-        job = session.get(Job, job_id)
-        return job is not None and job.collection_id is not None
-
-
 def run_collection_answer(
     job_id: int,
     *,
     sessions: sessionmaker[Session],
-    model_factory: runner.ModelFactory,
+    model_factory: ModelFactory,
     max_new_tokens: int,
     task_id: str | None = None,
     embedder: Embedder | None = None,
-) -> runner.RunOutcome:
+) -> RunOutcome:
     """Answer a collection's question: a table of one row per document when it asks about every
     document, else one answer from the best passages across them; saved once."""
+    claimed = job_run.claim_job(
+        job_id, JobKind.ANSWER, sessions, task_id, is_saved=collection_answers.get_for_job
+    )
+    if isinstance(claimed, RunOutcome):
+        return claimed
+    return answer_claimed(
+        claimed,
+        sessions=sessions,
+        model_factory=model_factory,
+        max_new_tokens=max_new_tokens,
+        embedder=embedder,
+    )
+
+
+def answer_claimed(
+    claimed: ClaimedJob,
+    *,
+    sessions: sessionmaker[Session],
+    model_factory: ModelFactory,
+    max_new_tokens: int,
+    embedder: Embedder | None = None,
+) -> RunOutcome:
+    """run_collection_answer for a job this run has claimed (job_run.claim_job)."""
+    job_id = claimed.job.id
 
     def compute(job: Job) -> _Asked:
         question = typed_text(str(job.params.get("question") or ""))  # as the services read it
         collection_id = job.collection_id
         if not question or collection_id is None:
-            raise runner._Failure("no_question", "This job holds no question.")
+            raise job_run.JobFailure("no_question", "This job holds no question.")
         each = job.params.get("each")
         is_table = asks_every_document(question) if each is None else bool(each)
         started = time.perf_counter()
-        model = runner._build_model(model_factory, sessions, job)
-        progress = runner._Throttled(sessions, job_id, "answering")
+        model = job_run.build_model(model_factory, sessions, job)
+        progress = ThrottledProgress(sessions, job_id, "answering")
         if is_table:
             sources = _load_sources(sessions, job_id, collection_id, None, embedder, True)
             read_seconds = round(time.perf_counter() - started, 3)
@@ -80,7 +100,7 @@ def run_collection_answer(
                 on_progress=progress,
             )
         else:
-            runner._progress(sessions, job_id, "retrieving", 0, 0)
+            job_run.record_progress(sessions, job_id, "retrieving", 0, 0)
             with sessions() as session:
                 ranked_ids, counts = rank_collection(
                     session, collection_id=collection_id, question=question, embedder=embedder
@@ -103,19 +123,10 @@ def run_collection_answer(
         result.stats["read_seconds"] = read_seconds
         return _Asked(collection_id, question, result, model.name, seconds, len(sources))
 
-    def save(session: Session, done: _Asked) -> runner._Saved:
+    def save(session: Session, done: _Asked) -> Saved:
         return _save(session, job_id, done)
 
-    return runner._run_model_job(
-        job_id,
-        JobKind.ANSWER,
-        "collection question",
-        sessions,
-        task_id,
-        compute=compute,
-        save=save,
-        is_saved=collection_answers.get_for_job,
-    )
+    return job_run.run_claimed(claimed, "collection question", sessions, compute=compute, save=save)
 
 
 @dataclass(frozen=True)
@@ -135,12 +146,12 @@ def _load_sources(sessions, job_id, collection_id, wanted, embedder, with_facts)
         members = collections.documents_of(session=session, collection_id=collection_id)
         ready = {d.id: d for d in members if d.status == DocumentStatus.READY}
         if not ready:
-            raise runner._Failure(
+            raise job_run.JobFailure(
                 "empty_collection", "This collection holds no ready document to ask."
             )
         order = [i for i in (wanted if wanted is not None else ready) if i in ready]
         if with_facts and len(order) > MAX_TABLE_DOCUMENTS:
-            raise runner._Failure(
+            raise job_run.JobFailure(
                 "too_many_documents",
                 f"A question about every document takes at most {MAX_TABLE_DOCUMENTS} documents; "
                 f"this collection has {len(order)}. Ask it from the best passages instead "
@@ -149,7 +160,7 @@ def _load_sources(sessions, job_id, collection_id, wanted, embedder, with_facts)
         labels = labels_for([(i, ready[i].title, ready[i].file_name) for i in order])
         sources: dict[int, SourceDocument] = {}
         for done, document_id in enumerate(order):
-            runner._progress(sessions, job_id, "reading documents", done, len(order))
+            job_run.record_progress(sessions, job_id, "reading documents", done, len(order))
             sources[document_id] = _source(
                 session, ready[document_id], labels[document_id], embedder, with_facts
             )
@@ -157,11 +168,10 @@ def _load_sources(sessions, job_id, collection_id, wanted, embedder, with_facts)
 
 
 def _source(session: Session, document: Document, label: str, embedder, with_facts: bool):
-    vectors = None
-    if embedder is not None:
-        rows = documents.get_passages(session=session, document_id=document.id)
-        vectors = from_rows(rows, embedder.name, embedder.dimension)
-    data = document_input(session, document, vectors)
+    pages = documents.get_pages(session=session, document_id=document.id)
+    rows = documents.get_passages(session=session, document_id=document.id)
+    vectors = None if embedder is None else from_rows(rows, embedder.name, embedder.dimension)
+    data = input_of_rows(document, pages, rows, vectors)
     facts = facts_in(session, document.id) if with_facts else ()
     return SourceDocument(document.id, label, data, index=index_for(data, embedder), facts=facts)
 
@@ -184,7 +194,7 @@ def _ranked(ranked_ids, sources, sessions) -> list[RankedPassage]:
     return ranked
 
 
-def _save(session: Session, job_id: int, done: _Asked) -> runner._Saved:
+def _save(session: Session, job_id: int, done: _Asked) -> Saved:
     result = done.result
     stats: dict[str, Any] = {**result.stats, "seconds": done.seconds, "mode": result.mode}
     stats.pop("calls", None)
@@ -207,7 +217,7 @@ def _save(session: Session, job_id: int, done: _Asked) -> runner._Saved:
         # shown (app.services.answer_labels.view_of); with the answer only, not the job's stats.
         stats={**stats, "model_answer": result.model_text} if result.model_text else stats,
     )
-    return runner._Saved(
+    return Saved(
         stats,
         f"collection={done.collection_id} mode={result.mode} documents={done.num_documents} "
         f"seconds={done.seconds:.1f}",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy.orm import Session
 
-from app.db.models import Document
+from app.db.models import Document, Page, Passage
 from app.services import documents
 from pipelines.documents import PageText
 from pipelines.inputs import DocumentInput
@@ -18,6 +20,16 @@ def document_input(
     """`vectors` are dropped when they do not cover the passages one for one."""
     pages = documents.get_pages(session=session, document_id=document.id)
     passages = documents.get_passages(session=session, document_id=document.id)
+    return input_of_rows(document, pages, passages, vectors)
+
+
+def input_of_rows(
+    document: Document,
+    pages: Sequence[Page],
+    passages: Sequence[Passage],
+    vectors: PassageVectors | None = None,
+) -> DocumentInput:
+    """document_input from its page and passage rows as already read."""
     if vectors is not None and vectors.num_passages != len(passages):
         vectors = None  # passages are never re-split today; BM25 alone if they ever are
     return DocumentInput(

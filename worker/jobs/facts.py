@@ -2,7 +2,7 @@
 with progress per field, and save them once, replacing the document's earlier facts.
 
 Safe to run again for the same job (a redelivered task): a job that succeeded is skipped, and
-facts an earlier delivery saved are found by job id. Its row is kept by worker/jobs/runner.py's
+facts an earlier delivery saved are found by job id. Its row is kept by worker/jobs/job_run.py's
 model-job skeleton (begin, fail with a sentence, save and finish in one commit). Saving also
 replaces the lead of the document's summaries (pipelines.summary.lead). Nothing here
 logs document text: ids, counts and timings only.
@@ -20,7 +20,7 @@ from app.services import facts as fact_service
 from app.services import results
 from pipelines.facts.extract import Fact, FactsResult, extract_facts
 from pipelines.inputs import DocumentInput
-from worker.jobs import runner
+from worker.jobs import job_run
 from worker.jobs.known_facts import lead_rows
 
 STAGE = "key facts"
@@ -57,29 +57,30 @@ class _FieldProgress:
         self.sessions, self.job_id = sessions, job_id
 
     def __call__(self, done: int, total: int) -> None:
-        if not runner._progress(self.sessions, self.job_id, STAGE, done, total):
-            raise runner._JobGone()
+        if not job_run.record_progress(self.sessions, self.job_id, STAGE, done, total):
+            raise job_run.JobGone()
 
 
 def run_facts(
     job_id: int,
     *,
     sessions: sessionmaker[Session],
-    model_factory: runner.ModelFactory,
+    model_factory: job_run.ModelFactory,
     task_id: str | None = None,
-) -> runner.RunOutcome:
+) -> job_run.RunOutcome:
     """Extract the key facts of the job's document and save them (once per job)."""
 
     def compute(job: Job) -> _Extracted:
-        document_id, document = runner._load_document(job, sessions)
-        model = runner._build_model(model_factory, sessions, job)
-        runner._progress(sessions, job_id, STAGE, 0, 0)
+        loaded = job_run.load_document(job, sessions)
+        document_id, document = loaded.document_id, loaded.document
+        model = job_run.build_model(model_factory, sessions, job)
+        job_run.record_progress(sessions, job_id, STAGE, 0, 0)
         started = time.perf_counter()
         result = extract_facts(document, model, on_progress=_FieldProgress(sessions, job_id))
         seconds = round(time.perf_counter() - started, 3)
         return _Extracted(document_id, model.name, result, seconds, document)
 
-    def save(session: Session, done: _Extracted) -> runner._Saved:
+    def save(session: Session, done: _Extracted) -> job_run.Saved:
         result = done.result
         fact_service.save_facts(
             session=session,
@@ -97,14 +98,14 @@ def run_facts(
         )
         stats = {**result.stats, "seconds": done.seconds}
         stats.pop("calls", None)  # per-call details are many and say nothing a reader needs
-        return runner._Saved(
+        return job_run.Saved(
             stats,
             f"document={done.document_id} subkind={result.subkind} "
             f"found={stats.get('num_found', 0)} of {stats.get('num_fields', 0)} "
             f"seconds={done.seconds:.1f}",
         )
 
-    return runner._run_model_job(
+    return job_run.run_model_job(
         job_id, JobKind.FACTS, "key facts", sessions, task_id, compute=compute, save=save
     )
 

@@ -1,6 +1,6 @@
 """The ingest job: the worker's task for a queued file (`run_ingest`), the command line's own job
 per file (`ingest_file`), and a file refused before any ingest ran (`record_refused_file`).
-worker/ingest/store.py reads and stores the PDF; the job row is kept here with worker/jobs/runner.py's
+worker/ingest/store.py reads and stores the PDF; the job row is kept here with worker/jobs/job_run.py's
 steps (begin, fail with a sentence), and finished in the commit that stores the document, with
 its follow-up jobs, so no reader sees the one without the other.
 
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import JobKind, JobStatus
 from app.db.retry import with_lock_retries
+from app.db.session import write_transaction
 from app.errors import DatabaseBusy
 from app.services import acting, collections, jobs
 from app.services.jobs import IngestParams
@@ -33,7 +34,7 @@ from worker.ingest.store import (
     read_pdf,
     store_read,
 )
-from worker.jobs import runner
+from worker.jobs import job_run
 
 logger = logging.getLogger(__name__)
 
@@ -75,26 +76,26 @@ def run_ingest(
     count_tokens: TokenCounter,
     task_id: str | None = None,
     embedder: Embedder | None = None,
-) -> runner.RunOutcome:
+) -> job_run.RunOutcome:
     """Parse, split and store the PDF of the job's params (app.services.jobs.IngestParams); a
     newly stored document gets a key-facts job as a follow-up, and with then_summarize a
     summarize job too. With an `embedder`, the passages are stored with their vectors."""
-    job = runner._begin(job_id, JobKind.INGEST, sessions, task_id)
+    job = job_run.begin_job(job_id, JobKind.INGEST, sessions, task_id)
     if job is None:
-        return runner.RunOutcome(job_id, runner.MISSING)
+        return job_run.RunOutcome(job_id, job_run.MISSING)
     if job.status == JobStatus.SUCCEEDED:
         # Done before: a redelivery, or a retry after the follow-ups' queueing failed (the
         # database locked). Its follow-ups are named again; the task sends those never sent.
         stats = job.stats or {}
         follow_up, facts = stats.get("follow_up_job_id"), stats.get("facts_job_id")
-        return runner.RunOutcome(
-            job_id, runner.SKIPPED, () if follow_up is None else (int(follow_up),),
+        return job_run.RunOutcome(
+            job_id, job_run.SKIPPED, () if follow_up is None else (int(follow_up),),
             None if facts is None else int(facts),
         )  # fmt: skip
     params = IngestParams.from_dict(job.params)
 
     def on_stage(stage: str) -> None:
-        runner._progress(sessions, job_id, stage, 0, 0)
+        job_run.record_progress(sessions, job_id, stage, 0, 0)
 
     try:
         ingested = _ingest_into_job(
@@ -108,7 +109,7 @@ def run_ingest(
             embedder=embedder,
         )
     except Exception as error:
-        return runner._fail_from(error, job_id, sessions, "ingest")
+        return job_run.fail_from(error, job_id, sessions, "ingest")
     finally:
         if params.password is not None:
             _forget_password(job_id, sessions)
@@ -116,9 +117,9 @@ def run_ingest(
     _into_collection(job_id, params.collection_id, ingested.document.document_id, sessions)
     _claim(params.owner_id, ingested.document.document_id, sessions)  # accounts (issue 25)
     follow_up = ingested.stats.get("follow_up_job_id")
-    return runner.RunOutcome(
+    return job_run.RunOutcome(
         job_id,
-        runner.SUCCEEDED,
+        job_run.SUCCEEDED,
         () if follow_up is None else (follow_up,),
         ingested.stats.get("facts_job_id"),
     )
@@ -167,7 +168,7 @@ def ingest_file(
             what="storing this file",
         )
     except Exception as error:
-        code, sentence = runner._failure(error, job_id, "ingest", unexpected=_UNEXPECTED)
+        code, sentence = job_run.failure(error, job_id, "ingest", unexpected=_UNEXPECTED)
         _record_refusal(job_id, sessions, code, sentence)
         return IngestOutcome(
             path=path, status=REFUSED, job_id=job_id, error_code=code, reason=sentence
@@ -226,6 +227,7 @@ def _ingest_into_job(
     with sessions() as session:
         if isinstance(read, StoredDocument):
             document = read
+            write_transaction(session)  # finishing the job (store_read begins its own)
         else:
             document = store_read(session, read, files_dir=options.files_dir, on_stage=on_stage)
         stats = _finish_with_follow_ups(
@@ -260,7 +262,7 @@ def _finish_with_follow_ups(
             session=session, kind=JobKind.SUMMARIZE, document_id=document.document_id
         )
         stats["follow_up_job_id"] = follow_up.id
-    runner._finish(session, job_id, stats, document_id=document.document_id)
+    job_run.finish(session, job_id, stats, document_id=document.document_id)
     return stats
 
 
@@ -280,7 +282,7 @@ def _start_owned_job(path: Path, sessions: sessionmaker[Session]) -> int:
 
 def _record_refusal(job_id: int, sessions: sessionmaker[Session], code: str, sentence: str) -> None:
     def fail() -> None:
-        runner._fail(job_id, sessions, code, sentence)
+        job_run.fail(job_id, sessions, code, sentence)
 
     try:
         with_lock_retries(fail, what="recording why this file was refused")

@@ -1,5 +1,5 @@
 """The poison-task guard: a job whose worker process dies under it N times is failed with a
-sentence and never run again; and a job whose task fails outside the runner still ends.
+sentence and never run again; and a job whose task fails outside the job's run still ends.
 
 acks_late with reject_on_worker_lost puts a task back on the queue when the pool child running
 it dies (SIGKILL, the OOM killer, a native crash): right when a machine lost power, wrong for a
@@ -108,7 +108,7 @@ class JobTask(Task):
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
-        # Celery gave up on the task (retries spent, or an error outside the runner): the job
+        # Celery gave up on the task (retries spent, or an error outside the job's run): the job
         # must not stay "running" or "queued" for ever.
         job_id = job_id_of(args, kwargs)
         if job_id is not None:
@@ -123,7 +123,7 @@ def begin_run(job_id: int, *, sessions: sessionmaker[Session], max_deaths: int) 
             write_transaction(session)
             job = session.get(Job, job_id)
             if job is None or job.status == JobStatus.SUCCEEDED:
-                return True  # the runner skips it
+                return True  # the job's run skips it
             deaths = job.num_unfinished_runs or 0
             if deaths >= max_deaths:
                 sentence = _DIED.format(n=deaths, job_id=job_id)
@@ -141,7 +141,7 @@ def begin_run(job_id: int, *, sessions: sessionmaker[Session], max_deaths: int) 
         return with_lock_retries(attempt, what="starting this job")
     except DatabaseBusy:
         logger.warning("job %s: runs not counted, the database is busy", job_id)
-        return True  # the runner's own retries deal with the database
+        return True  # the job's own retries deal with the database
 
 
 def end_run(job_id: int, *, sessions: sessionmaker[Session]) -> None:

@@ -16,16 +16,20 @@ fail instead the running jobs of CLI processes on this host that are gone, with 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from celery import Celery
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import JobKind, JobStatus
-from app.services import jobs
+from app.services import dispatch, jobs
+from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +51,26 @@ def orphaned_jobs(
         return sorted(
             (job.kind, job.id) for job in rows if job.kind in kinds and job.owner_pid is None
         )
+
+
+def queue_again(
+    job_ids: Sequence[int],
+    *,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    client: Celery | None = None,
+) -> list[int]:
+    """Send the tasks of jobs left running again, as every client queues a job
+    (app.services.dispatch.queue_job: a new task id committed, then sent by name); those sent.
+    One the broker refuses is failed with its sentence and the rest are still tried."""
+    queued = []
+    for job_id in job_ids:
+        with sessions() as session, contextlib.suppress(dispatch.BrokerUnavailable):
+            job = jobs.get_job(session=session, job_id=job_id)
+            if job is not None:
+                dispatch.queue_job(settings=settings, session=session, job=job, client=client)
+                queued.append(job_id)
+    return queued
 
 
 def fail_jobs_of_dead_processes(*, sessions: sessionmaker[Session]) -> list[int]:

@@ -40,18 +40,21 @@ class Claim:
 def claim_of(sessions: sessionmaker[Session], job: Job) -> Claim:
     """The claim of the run that has just started `job` (a detached row, as begun)."""
     with sessions() as session:
-        document_key = collection_created_at = None
-        if job.document_id is not None:
-            row = session.execute(
-                select(Document.content_hash, Document.created_at).where(
-                    Document.id == job.document_id
-                )
-            ).one_or_none()
-            document_key = None if row is None else (row.content_hash, row.created_at)
-        if job.collection_id is not None:
-            collection_created_at = session.scalar(
-                select(Collection.created_at).where(Collection.id == job.collection_id)
-            )
+        return claim_in(session, job)
+
+
+def claim_in(session: Session, job: Job) -> Claim:
+    """claim_of, read in the transaction that starts the job (worker/jobs/job_run.claim_job)."""
+    document_key = collection_created_at = None
+    if job.document_id is not None:
+        row = session.execute(
+            select(Document.content_hash, Document.created_at).where(Document.id == job.document_id)
+        ).one_or_none()
+        document_key = None if row is None else (row.content_hash, row.created_at)
+    if job.collection_id is not None:
+        collection_created_at = session.scalar(
+            select(Collection.created_at).where(Collection.id == job.collection_id)
+        )
     return Claim(
         job.id,
         job.started_at,

@@ -26,6 +26,9 @@ from pipelines.protocols import ProgressCallback, TokenProgressCallback
 # Request priorities: a question asked while summaries run goes first.
 PRIORITY_INTERACTIVE = 10
 PRIORITY_BATCH = 0
+# Prompts a model keeps tokenized between counting and sending (a pipeline counts a few
+# candidates, then sends one); the oldest go first.
+MAX_COUNTED_PROMPTS = 8
 # How long a call waits for its first request's next event before looking at the others.
 _POLL_S = 0.02
 
@@ -59,6 +62,9 @@ class EngineChatModel:
         self.deadline = deadline  # time.monotonic() value, or None
         # The document the prompts belong to: their KV is kept in the lower tiers under it.
         self.cache_tag = cache_tag
+        # Prompts counted and not yet sent, oldest first.
+        self._counted: dict[tuple, list[int]] = {}
+        self._counted_lock = threading.Lock()
 
     def for_task(
         self, *, priority: int, time_limit_s: float | None, cache_tag: str | None = None
@@ -87,7 +93,24 @@ class EngineChatModel:
         return self._engine.count_tokens(list(texts))
 
     def count_chat_tokens(self, messages: Sequence[dict[str, str]], /) -> int:
-        return len(self._engine.apply_chat_template(list(messages)))
+        """The prompt's tokens; its ids are kept for the call that sends it (a pipeline counts
+        a prompt to see that it fits, then sends it: tokenized once)."""
+        key = _chat_key(messages)
+        with self._counted_lock:
+            ids = self._counted.pop(key, None)
+        if ids is None:
+            ids = self._engine.apply_chat_template(list(messages))
+        with self._counted_lock:
+            self._counted[key] = ids
+            while len(self._counted) > MAX_COUNTED_PROMPTS:
+                self._counted.pop(next(iter(self._counted)))
+        return len(ids)
+
+    def _prompt_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """The prompt's token ids: those count_chat_tokens kept, else templated now."""
+        with self._counted_lock:
+            ids = self._counted.pop(_chat_key(messages), None)
+        return ids if ids is not None else self._engine.apply_chat_template(list(messages))
 
     def complete(
         self,
@@ -116,7 +139,7 @@ class EngineChatModel:
         prefill tokens done over all of them, on_tokens the tokens written so far.
         `response_schema` is not used: the engine has no constrained decoding, so the reply is
         plain text, which the caller parses as it does a model server's unstructured reply."""
-        prompts = [self._engine.apply_chat_template(list(m)) for m in conversations]
+        prompts = [self._prompt_ids(m) for m in conversations]
         params = dataclasses.replace(self.sampling, max_new_tokens=max_new_tokens)
         handles = [
             self._loop.submit(p, params, priority=self.priority, cache_tag=self.cache_tag)
@@ -195,3 +218,7 @@ class _Progress:
         metrics.record_generated_tokens()
         if self.on_tokens is not None:
             self.on_tokens(self.written, self.limit)
+
+
+def _chat_key(messages: Sequence[dict[str, str]]) -> tuple:
+    return tuple(tuple(sorted(m.items())) for m in messages)

@@ -18,7 +18,7 @@ asked again once, then its text is returned for the caller's own parsing. A serv
 the schema (plain text, not JSON, SCHEMA_IGNORED_LIMIT times in a row) is asked in plain text
 from then on, so it does not cost every request twice.
 
-Faults, each a ModelServerError with a code and a sentence (worker/jobs/runner.py stores it on
+Faults, each a ModelServerError with a code and a sentence (worker/jobs/job_run.py stores it on
 the job; the job can be run again): no connection ("the model server at HOST did not answer"),
 401/403 (the key), 429 and 5xx (retried with exponential backoff and jitter, bounded), a
 request past `llm_timeout_s` or the task's deadline, a malformed or empty reply. A reply cut

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
@@ -72,31 +73,50 @@ def ensure_vectors(
     No transaction stays open while the embedder runs."""
     with sessions() as session:
         rows = documents.get_passages(session=session, document_id=document_id)
-        vectors = from_rows(rows, embedder.name, embedder.dimension)
-        if vectors is not None or not rows:
-            return vectors
-        missing = {
-            r.ordinal: r.text
-            for r in rows
-            if from_rows([r], embedder.name, embedder.dimension) is None
-        }
+    return vectors_of_rows(sessions, document_id, rows, embedder, on_embedding=on_embedding)
+
+
+def vectors_of_rows(
+    sessions: sessionmaker[Session],
+    document_id: int,
+    rows: Sequence,
+    embedder: Embedder,
+    *,
+    on_embedding: Callable[[int], None] | None = None,
+) -> PassageVectors | None:
+    """ensure_vectors for the document's passage rows as already read (all of them, in order):
+    the missing vectors are computed and stored, and the rows are not read again."""
+    vectors = from_rows(rows, embedder.name, embedder.dimension)
+    if vectors is not None or not rows:
+        return vectors
+    missing = {
+        r.ordinal: r.text for r in rows if from_rows([r], embedder.name, embedder.dimension) is None
+    }
     if on_embedding is not None:
         on_embedding(len(missing))
     started = time.perf_counter()
     groups = embed_passages(embedder, list(missing.values()))
+    stored = {o: to_bytes(g) for o, g in zip(missing, groups, strict=True)}
     with sessions() as session:
         documents.set_passage_embeddings(
-            session=session,
-            document_id=document_id,
-            model=embedder.name,
-            embeddings={o: to_bytes(g) for o, g in zip(missing, groups, strict=True)},
+            session=session, document_id=document_id, model=embedder.name, embeddings=stored
         )
         session.commit()
-        logger.info(
-            "embedded %d passages of document %s in %.1f s",
-            len(missing),
-            document_id,
-            time.perf_counter() - started,
-        )
-        rows = documents.get_passages(session=session, document_id=document_id)
-        return from_rows(rows, embedder.name, embedder.dimension)
+    logger.info(
+        "embedded %d passages of document %s in %.1f s",
+        len(missing),
+        document_id,
+        time.perf_counter() - started,
+    )
+    # As stored (float16), the same as reading the rows back would give.
+    return from_rows(
+        [_Stored(embedder.name, stored[r.ordinal]) if r.ordinal in stored else r for r in rows],
+        embedder.name,
+        embedder.dimension,
+    )
+
+
+@dataclass(frozen=True)
+class _Stored:
+    embedding_model: str
+    embedding: bytes

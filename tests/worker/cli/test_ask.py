@@ -1,6 +1,6 @@
 """`longdoc ask` prints the answer, its support label and its quotes with pages; `longdoc
 summarize` prints the key passages before the model's summary. A thread stands in for the
-worker: it runs the queued job's task body (worker/jobs/runner.py) with the echo model."""
+worker: it runs the queued job's task body (worker/jobs/answer.py, summary.py) with the echo model."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ from tests.pipelines.contract_pdf import contract_pdf
 from tests.pipelines.echo_model import EchoModel, count_words
 from worker.cli import cli
 from worker.ingest.store import IngestOptions
+from worker.jobs import answer as answer_run
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 
 cli_runner = CliRunner()
 WAIT_S = 30.0
@@ -98,7 +100,7 @@ def test_ask_prints_the_label_and_the_quotes_with_their_pages(sessions, tmp_path
     thread = _worker(
         sessions,
         JobKind.ANSWER,
-        lambda job_id: runner.run_answer(
+        lambda job_id: answer_run.run_answer(
             job_id,
             sessions=sessions,
             model_factory=lambda: EchoModel(extra_text=" Nevada law governs."),
@@ -126,7 +128,7 @@ def test_summarize_prints_the_key_passages_first(sessions, tmp_path) -> None:
     thread = _worker(
         sessions,
         JobKind.SUMMARIZE,
-        lambda job_id: runner.run_summary(
+        lambda job_id: summary_run.run_summary(
             job_id, sessions=sessions, model_factory=EchoModel, max_new_tokens=300
         ),
     )
@@ -147,7 +149,7 @@ def test_summarize_prints_each_sentence_with_its_page_and_sets_invented_ones_apa
     thread = _worker(
         sessions,
         JobKind.SUMMARIZE,
-        lambda job_id: runner.run_summary(
+        lambda job_id: summary_run.run_summary(
             job_id,
             sessions=sessions,
             model_factory=lambda: EchoModel(extra_text=" It is governed by Nevada law."),
@@ -180,11 +182,11 @@ def test_summarize_prints_the_lead_from_the_key_facts_before_the_models_summary(
         facts_job_id = facts_job.id
     law = ScriptedModel({"Which state's or country's law governs this agreement?": "Vermont"})
     outcome = runner_facts.run_facts(facts_job_id, sessions=sessions, model_factory=lambda: law)
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     thread = _worker(
         sessions,
         JobKind.SUMMARIZE,
-        lambda job_id: runner.run_summary(
+        lambda job_id: summary_run.run_summary(
             job_id, sessions=sessions, model_factory=EchoModel, max_new_tokens=300
         ),
     )

@@ -14,7 +14,7 @@ from tests.worker.cli import test_ask as test_cli_ask
 from tests.worker.cli.test_ask import WAIT_S, _worker, cli_runner
 from worker.cli import cli
 from worker.jobs import collection as runner_collection
-from worker.jobs import runner
+from worker.jobs import job_run
 
 sessions = test_cli_ask.sessions  # the fixture: a migrated SQLite database, embedded broker
 
@@ -221,12 +221,12 @@ def test_a_redelivered_collection_question_is_answered_once(sessions) -> None:
     def no_model():
         raise AssertionError("the model is not needed again")
 
-    assert run(EchoModel) == runner.SUCCEEDED
-    assert run(no_model) == runner.SKIPPED  # done
+    assert run(EchoModel) == job_run.SUCCEEDED
+    assert run(no_model) == job_run.SKIPPED  # done
     with sessions() as session:  # a delivery that saved the answer, then lost the finish
         session.get(Job, job_id).status = JobStatus.RUNNING
         session.commit()
-    assert run(no_model) == runner.SUCCEEDED
+    assert run(no_model) == job_run.SUCCEEDED
     with sessions() as session:
         answers = collection_answers.list_for_collection(
             session=session, collection_id=collection_id

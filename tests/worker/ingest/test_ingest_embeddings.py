@@ -14,7 +14,8 @@ from tests.pipelines import pdf_factory
 from tests.pipelines.echo_model import EchoModel
 from tests.worker.paraphrased_contract import CONTRACT_PAGES, QUESTION
 from worker.ingest.store import STORED, IngestOptions
-from worker.jobs import runner
+from worker.jobs import answer as answer_run
+from worker.jobs import job_run
 from worker.jobs.ingest import ingest_file
 from worker.model.vector_store import ensure_vectors, from_rows
 
@@ -80,7 +81,7 @@ def test_an_old_document_gets_vectors_on_its_first_question_and_retrieval_turns_
 
     def ask(embedder_or_none) -> Answer:
         job_id, outcome = _answer(sessions, document_id, embedder_or_none)
-        assert outcome.status == runner.SUCCEEDED
+        assert outcome.status == job_run.SUCCEEDED
         with sessions() as session:
             answer = session.scalars(select(Answer).where(Answer.job_id == job_id)).one()
             assert answer.stats["num_passages_in_prompt"] is not None
@@ -101,7 +102,7 @@ def test_an_old_document_gets_vectors_on_its_first_question_and_retrieval_turns_
         assert from_rows(rows, embedder.name, embedder.dimension) is not None
 
 
-def _answer(sessions, document_id: int, embedder) -> tuple[int, runner.RunOutcome]:
+def _answer(sessions, document_id: int, embedder) -> tuple[int, job_run.RunOutcome]:
     """QUESTION asked of the document through the answer job, with `embedder` (or None)."""
     with sessions() as session:
         job = jobs.create_job(
@@ -112,7 +113,7 @@ def _answer(sessions, document_id: int, embedder) -> tuple[int, runner.RunOutcom
         )
         session.commit()
     # A context too small for the whole contract: the answer reads retrieved passages.
-    outcome = runner.run_answer(
+    outcome = answer_run.run_answer(
         job.id,
         sessions=sessions,
         model_factory=lambda: EchoModel(max_context_tokens=195),
@@ -138,7 +139,7 @@ def test_a_failing_embedder_leaves_the_answer_to_bm25(
     document_id = _ingest(sessions, options, count_tokens, tmp_path, embedder=None)
     _, outcome = _answer(sessions, document_id, _BrokenEmbedder())
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         rows = documents.get_passages(session=session, document_id=document_id)
         assert all(row.embedding is None for row in rows)

@@ -207,3 +207,37 @@ def test_a_legal_pdf_without_a_metadata_title_takes_its_first_pages(
         "contract.pdf": "SERVICES AGREEMENT",
         "t.pdf": "Own Title",  # the metadata's title comes first
     }
+
+
+def test_the_store_transaction_takes_sqlites_write_lock_first(count_tokens, tmp_path) -> None:
+    # As results are saved (app.db.session.write_transaction): it reads (is the file there
+    # already?) then writes, so a deferred BEGIN could fail with "database is locked".
+    from sqlalchemy import event
+
+    from app.db.session import make_engine, session_factory
+    from app.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'longdoc.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    begins: list[str] = []
+
+    @event.listens_for(engine, "connect")
+    def _trace(dbapi_connection, _record) -> None:
+        dbapi_connection.set_trace_callback(
+            lambda statement: begins.append(statement) if statement.startswith("BEGIN") else None
+        )
+
+    sessions = session_factory(engine)
+    path = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES, name="contract.pdf")
+    options = IngestOptions(files_dir=tmp_path / "files", passage_max_tokens=32)
+    read = read_pdf(path, sessions=sessions, options=options, count_tokens=count_tokens)
+    assert isinstance(read, ReadPdf)
+    begins.clear()
+    with sessions() as session:
+        stored = store_read(session, read, files_dir=options.files_dir)
+        session.commit()
+    engine.dispose()
+
+    assert stored.status == STORED
+    assert begins == ["BEGIN IMMEDIATE"]

@@ -154,3 +154,43 @@ def test_celery_s_received_line_for_a_task_back_from_waiting_is_left_out(
         "Task longdoc.summarize[new] received",
         "Task longdoc.summarize[waiting] received",
     ]
+
+
+def test_a_waiting_summary_stores_its_state_once_not_at_every_wait(
+    one_slot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The result backend is the database: a write every few seconds per waiting summary would
+    # take SQLite's one write lock for a state that did not change.
+    from celery.app.trace import trace_task
+
+    from worker import celery_app, resources
+
+    settings = one_slot.model_copy(update={"database_url": f"sqlite:///{tmp_path / 'results.db'}"})
+    monkeypatch.setattr(resources, "settings", lambda: settings)
+    monkeypatch.setattr(batch_slots, "_in_use", 1)  # a summary runs: none is left
+    monkeypatch.setattr(batch_slots, "_sent_back", {})
+    app = Celery("waits", set_as_current=False)
+    app.conf.update(celery_config := celery_app.celery_config(settings))
+    assert celery_config["result_backend"].startswith("db+sqlite")
+
+    @app.task(name=dispatch.TASK_SUMMARIZE, base=batch_slots.BatchJobTask, bind=True)
+    def summarize(self, job_id: int) -> int:
+        return job_id
+
+    stored: list[str] = []
+    store_result = app.backend.store_result
+
+    def counted(task_id, result, state, *args, **kwargs):
+        stored.append(state)
+        return store_result(task_id, result, state, *args, **kwargs)
+
+    monkeypatch.setattr(app.backend, "store_result", counted)
+    task = app.tasks[summarize.name]
+    for _ in range(3):
+        trace_task(task, "task-7", [7], {}, request={"id": "task-7", "retries": 0}, app=app)
+
+    assert stored == ["RETRY"]  # the first wait only
+    messages = [take_message(settings, "gpu_batch") for _ in range(3)]
+    # Each return is sent with the caller's choice: its result is stored once it runs.
+    assert all(m["headers"].get("ignore_result") is False for m in messages)
+    assert app.backend.get_task_meta("task-7")["status"] == "RETRY"

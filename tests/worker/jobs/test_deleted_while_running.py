@@ -19,7 +19,8 @@ from tests.pipelines import pdf_factory
 from tests.worker import celery_support
 from worker.ingest.store import IngestOptions
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import run_claim, runner
+from worker.jobs import job_run, run_claim
+from worker.jobs import summary as summary_run
 from worker.model.adapter import EngineChatModel
 
 MAX_NEW_TOKENS = 160
@@ -51,7 +52,7 @@ def _summaries(sessions) -> list[tuple[int, int | None]]:
 
 
 def _save_summary(job_id: int):
-    def save(session: Session, document_id: int) -> runner._Saved:
+    def save(session: Session, document_id: int) -> job_run.Saved:
         results.save_summary(
             session=session,
             job_id=job_id,
@@ -60,7 +61,7 @@ def _save_summary(job_id: int):
             text="The deleted lease.",
             model="m",
         )
-        return runner._Saved({}, f"document={document_id}")
+        return job_run.Saved({}, f"document={document_id}")
 
     return save
 
@@ -79,7 +80,7 @@ def test_a_job_whose_document_is_deleted_while_it_runs_saves_nothing(
         new_ids.append(_document_and_job(sessions, "new"))
         return job.document_id
 
-    outcome = runner._run_model_job(
+    outcome = job_run.run_model_job(
         job_id,
         JobKind.SUMMARIZE,
         "summarize",
@@ -89,7 +90,7 @@ def test_a_job_whose_document_is_deleted_while_it_runs_saves_nothing(
         save=_save_summary(job_id),
     )
 
-    assert outcome.status == runner.MISSING
+    assert outcome.status == job_run.MISSING
     assert _summaries(sessions) == []
     ((new_document_id, new_job_id),) = new_ids
     assert (new_document_id, new_job_id) != (document_id, job_id)
@@ -108,7 +109,7 @@ def test_a_job_another_run_took_over_is_saved_by_that_run_only(sessions) -> None
             session.commit()
         return job.document_id
 
-    outcome = runner._run_model_job(
+    outcome = job_run.run_model_job(
         job_id,
         JobKind.SUMMARIZE,
         "summarize",
@@ -118,7 +119,7 @@ def test_a_job_another_run_took_over_is_saved_by_that_run_only(sessions) -> None
         save=_save_summary(job_id),
     )
 
-    assert outcome.status == runner.SKIPPED
+    assert outcome.status == job_run.SKIPPED
     assert _summaries(sessions) == []
     with sessions() as session:
         assert session.get(Job, job_id).status == JobStatus.RUNNING  # the other run's
@@ -141,23 +142,23 @@ def test_a_collection_question_whose_collection_is_deleted_saves_nothing(session
             session.commit()
         return 0
 
-    def save(session: Session, _: int) -> runner._Saved:
+    def save(session: Session, _: int) -> job_run.Saved:
         saved.append(job_id)
-        return runner._Saved({}, "")
+        return job_run.Saved({}, "")
 
-    outcome = runner._run_model_job(
+    outcome = job_run.run_model_job(
         job_id, JobKind.ANSWER, "collection question", sessions, None, compute=compute, save=save,
         is_saved=lambda **_: None,
     )  # fmt: skip
 
-    assert outcome.status == runner.MISSING
+    assert outcome.status == job_run.MISSING
     assert saved == []
 
 
 def test_a_run_saves_when_nothing_was_deleted(sessions) -> None:
     document_id, job_id = _document_and_job(sessions, "kept")
 
-    outcome = runner._run_model_job(
+    outcome = job_run.run_model_job(
         job_id,
         JobKind.SUMMARIZE,
         "summarize",
@@ -167,7 +168,7 @@ def test_a_run_saves_when_nothing_was_deleted(sessions) -> None:
         save=_save_summary(job_id),
     )
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     assert _summaries(sessions) == [(document_id, job_id)]
 
 
@@ -248,11 +249,11 @@ def test_a_summary_of_a_deleted_document_stops_the_model_at_once(
 
     engine = model._engine
     watched = _Watched(model, delete)
-    outcome = runner.run_summary(
+    outcome = summary_run.run_summary(
         job_id, sessions=sessions, model_factory=lambda: watched, max_new_tokens=MAX_NEW_TOKENS
     )
 
-    assert outcome.status == runner.MISSING
+    assert outcome.status == job_run.MISSING
     assert watched.steps_at_delete is not None, "the model wrote fewer tokens than expected"
     assert (watched.calls_after_delete, watched.tokens_after_delete) == (0, 0)
     deadline = time.monotonic() + 60  # only catches a hang

@@ -15,7 +15,8 @@ from pipelines.retrieval.evidence import DocumentSentences
 from tests.pipelines.contract_pdf import contract_document
 from tests.pipelines.echo_model import EchoModel
 from tests.worker.jobs.test_runner_evidence import _ingested
-from worker.jobs import runner
+from worker.jobs import answer as answer_run
+from worker.jobs import job_run
 from worker.jobs.known_facts import known_facts
 
 
@@ -74,10 +75,10 @@ def test_the_answer_job_answers_from_the_stored_governing_law_fact(sessions, tmp
     assert [fact.field for fact in known_facts(sessions, document_id)] == ["governing_law"]
 
     model = EchoModel()
-    outcome = runner.run_answer(
+    outcome = answer_run.run_answer(
         answer_job.id, sessions=sessions, model_factory=lambda: model, max_new_tokens=50
     )
-    assert outcome.status == runner.SUCCEEDED and model.prompts == []
+    assert outcome.status == job_run.SUCCEEDED and model.prompts == []
     with sessions() as session:
         answer = results.get_answer_for_job(session=session, job_id=answer_job.id)
         assert answer.answer == "Governing law: Vermont [p. 5]"
@@ -124,10 +125,10 @@ def test_a_field_the_facts_job_left_empty_is_answered_by_a_quote_that_states_it(
     assert known.missing and known.value == "" and known.spans == ()
 
     model = EchoModel()
-    outcome = runner.run_answer(
+    outcome = answer_run.run_answer(
         answer_job.id, sessions=sessions, model_factory=lambda: model, max_new_tokens=50
     )
-    assert outcome.status == runner.SUCCEEDED and model.prompts == []
+    assert outcome.status == job_run.SUCCEEDED and model.prompts == []
     with sessions() as session:
         answer = results.get_answer_for_job(session=session, job_id=answer_job.id)
         # "Not found" only when nothing relevant was found: the governing-law clause is among

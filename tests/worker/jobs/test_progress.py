@@ -21,8 +21,9 @@ from tests.pipelines import pdf_factory
 from tests.worker import celery_support
 from worker.ingest.store import IngestOptions
 from worker.jobs import ingest as runner_ingest
+from worker.jobs import job_run
 from worker.jobs import progress as job_progress
-from worker.jobs import runner
+from worker.jobs import summary as summary_run
 from worker.model.adapter import EngineChatModel
 
 MAX_NEW_TOKENS = 160
@@ -146,12 +147,12 @@ def test_progress_of_a_summary_job_increases_while_it_decodes(
     )
     (job_id,) = outcome.follow_up_job_ids
     done = threading.Event()
-    outcomes: list[runner.RunOutcome] = []
+    outcomes: list[job_run.RunOutcome] = []
 
     def run() -> None:
         try:
             outcomes.append(
-                runner.run_summary(
+                summary_run.run_summary(
                     job_id,
                     sessions=sessions,
                     model_factory=lambda: model,
@@ -171,7 +172,7 @@ def test_progress_of_a_summary_job_increases_while_it_decodes(
         time.sleep(0.02)
     thread.join(timeout=60)
 
-    assert outcomes and outcomes[0].status == runner.SUCCEEDED
+    assert outcomes and outcomes[0].status == job_run.SUCCEEDED
     writing = [(done_, total) for stage, done_, total in seen if stage == "writing"]
     assert len(writing) >= 2, seen  # the row moved while the model wrote
     assert all(total == MAX_NEW_TOKENS for _, total in writing)

@@ -156,3 +156,24 @@ def test_orphans_are_running_jobs_of_the_kinds_asked(sessions, tmp_path: Path) -
     (tmp_path / "new.msg").write_text("{}")
     assert prune_processed(tmp_path, max_age_s=5) == 1
     assert not old.exists() and (tmp_path / "new.msg").exists()
+
+
+def test_an_orphan_is_sent_again_as_every_client_queues_a_job(sessions, tmp_path: Path) -> None:
+    from app.settings import Settings
+    from tests.app.test_dispatch import take_message
+    from worker.jobs.recovery import queue_again
+
+    settings = Settings(_env_file=None, data_dir=tmp_path / "data")
+    with sessions() as session:
+        running = jobs.create_job(session=session, kind=JobKind.SUMMARIZE)
+        jobs.start_job(session=session, job_id=running.id, task_id="the-dead-workers")
+        session.commit()
+        job_id = running.id
+
+    assert queue_again([job_id, job_id + 1000], sessions=sessions, settings=settings) == [job_id]
+
+    with sessions() as session:
+        task_id = session.get(Job, job_id).task_id
+    assert task_id not in (None, "the-dead-workers")  # committed before it was sent
+    message = take_message(settings, "gpu_batch")
+    assert (message["headers"]["id"], message["body"][0]) == (task_id, [job_id])

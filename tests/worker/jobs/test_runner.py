@@ -1,4 +1,4 @@
-"""The task bodies (worker/jobs/runner.py) called directly, without Celery, with the real model."""
+"""The task bodies (worker/jobs/summary.py, answer.py) called directly, without Celery, with the real model."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from engine import EngineConfig, LLMEngine
 from tests.pipelines import pdf_factory
 from tests.worker import celery_support
 from worker.ingest.store import IngestOptions
+from worker.jobs import answer as answer_run
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 from worker.model.adapter import EngineChatModel
 
 MAX_NEW_TOKENS = 24
@@ -48,7 +50,7 @@ def _ingest_job(sessions, tmp_path, path: Path, **params) -> int:
         return job.id
 
 
-def _stored_document(sessions, tmp_path, count_tokens) -> tuple[int, runner.RunOutcome]:
+def _stored_document(sessions, tmp_path, count_tokens) -> tuple[int, job_run.RunOutcome]:
     path = pdf_factory.text_pdf(tmp_path, PAGES, name="discharge.pdf")
     # As the CLI and the inbox do: the file sits in the store under its content hash.
     stored = path.rename(tmp_path / f"{'0' * 64}.pdf")
@@ -73,7 +75,7 @@ def test_ingest_stores_and_creates_the_follow_up_summary_job(
 ) -> None:
     document_id, outcome = _stored_document(sessions, tmp_path, count_tokens)
 
-    assert outcome.status == runner.SUCCEEDED and document_id is not None
+    assert outcome.status == job_run.SUCCEEDED and document_id is not None
     with sessions() as session:
         assert session.get(Document, document_id).file_name == "discharge.pdf"
     (follow_up,) = outcome.follow_up_job_ids
@@ -128,7 +130,7 @@ def test_a_bad_pdf_fails_its_job_with_a_sentence(sessions, tmp_path, count_token
         count_tokens=count_tokens,
     )
 
-    assert outcome.status == runner.FAILED
+    assert outcome.status == job_run.FAILED
     with sessions() as session:
         job = session.get(Job, job_id)
         assert job.status == JobStatus.FAILED and job.error_code == "damaged_pdf"
@@ -163,14 +165,14 @@ def test_summary_is_saved_once_and_a_second_delivery_is_skipped(
     document_id, ingest = _stored_document(sessions, tmp_path, count_tokens)
     (job_id,) = ingest.follow_up_job_ids
 
-    first = runner.run_summary(
+    first = summary_run.run_summary(
         job_id, sessions=sessions, model_factory=lambda: model, max_new_tokens=MAX_NEW_TOKENS
     )
-    again = runner.run_summary(
+    again = summary_run.run_summary(
         job_id, sessions=sessions, model_factory=lambda: model, max_new_tokens=MAX_NEW_TOKENS
     )
 
-    assert (first.status, again.status) == (runner.SUCCEEDED, runner.SKIPPED)
+    assert (first.status, again.status) == (job_run.SUCCEEDED, job_run.SKIPPED)
     assert _count(sessions, Summary) == 1
     with sessions() as session:
         job = session.get(Job, job_id)
@@ -202,11 +204,11 @@ def test_redelivery_after_the_summary_was_saved_needs_no_model(
     def no_model():
         raise AssertionError("the model must not run again")
 
-    outcome = runner.run_summary(
+    outcome = summary_run.run_summary(
         job_id, sessions=sessions, model_factory=no_model, max_new_tokens=MAX_NEW_TOKENS
     )
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     assert _count(sessions, Summary) == 1
 
 
@@ -223,16 +225,67 @@ def test_answer_is_saved_with_pages_of_the_document(
         )
         session.commit()
 
-    outcome = runner.run_answer(
+    outcome = answer_run.run_answer(
         job.id, sessions=sessions, model_factory=lambda: model, max_new_tokens=MAX_NEW_TOKENS
     )
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         (answer,) = session.scalars(select(Answer)).all()
         assert answer.job_id == job.id and answer.question.startswith("When")
         assert set(answer.cited_pages) <= {1, 2}
         assert session.get(Job, job.id).status == JobStatus.SUCCEEDED
+
+
+def test_a_question_reads_its_job_and_passages_once_and_tokenizes_its_prompt_once(
+    sessions, tmp_path, count_tokens, model, monkeypatch
+) -> None:
+    document_id, _ = _stored_document(sessions, tmp_path, count_tokens)
+    with sessions() as session:
+        job = jobs.create_job(
+            session=session,
+            kind=JobKind.ANSWER,
+            document_id=document_id,
+            params={"question": "When should the patient come back?"},
+        )
+        session.commit()
+    statements: list[str] = []
+    templated: list[str] = []
+    sent: list[str] = []
+    engine = model._engine
+    apply_chat_template = engine.apply_chat_template
+    complete_many = model.complete_many
+
+    def counted_template(messages):
+        templated.append(repr(messages))
+        return apply_chat_template(messages)
+
+    def counted_complete_many(conversations, **options):
+        sent.extend(repr(list(m)) for m in conversations)
+        return complete_many(conversations, **options)
+
+    def on_execute(conn, cursor, statement, parameters, context, executemany) -> None:
+        statements.append(" ".join(statement.split()).lower())
+
+    monkeypatch.setattr(engine, "apply_chat_template", counted_template)
+    monkeypatch.setattr(model, "complete_many", counted_complete_many)
+    bind = sessions.kw["bind"]
+    event.listen(bind, "before_cursor_execute", on_execute)
+    try:
+        outcome = answer_run.run_answer(
+            job.id, sessions=sessions, model_factory=lambda: model, max_new_tokens=MAX_NEW_TOKENS
+        )
+    finally:
+        event.remove(bind, "before_cursor_execute", on_execute)
+
+    assert outcome.status == job_run.SUCCEEDED
+    passage_reads = [s for s in statements if s.startswith("select") and " from passages" in s]
+    assert len(passage_reads) == 1, passage_reads
+    # Claimed in one transaction before the document is read: the job's row read once.
+    before_work = statements[: statements.index(passage_reads[0])]
+    job_reads = [s for s in before_work if s.startswith("select jobs.id")]
+    assert len(job_reads) == 1, job_reads
+    assert sent and all(templated.count(prompt) == 1 for prompt in sent)
 
 
 def test_a_job_without_question_or_document_fails_with_a_sentence(sessions, model) -> None:
@@ -241,20 +294,20 @@ def test_a_job_without_question_or_document_fails_with_a_sentence(sessions, mode
         no_document = jobs.create_job(session=session, kind=JobKind.SUMMARIZE, document_id=None)
         session.commit()
 
-    asked = runner.run_answer(
+    asked = answer_run.run_answer(
         no_question.id, sessions=sessions, model_factory=lambda: model, max_new_tokens=8
     )
-    summarized = runner.run_summary(
+    summarized = summary_run.run_summary(
         no_document.id, sessions=sessions, model_factory=lambda: model, max_new_tokens=8
     )
-    missing = runner.run_summary(
+    missing = summary_run.run_summary(
         10_000, sessions=sessions, model_factory=lambda: model, max_new_tokens=8
     )
 
     assert (asked.status, summarized.status, missing.status) == (
-        runner.FAILED,
-        runner.FAILED,
-        runner.MISSING,
+        job_run.FAILED,
+        job_run.FAILED,
+        job_run.MISSING,
     )
     with sessions() as session:
         assert session.get(Job, no_question.id).error_code == "no_question"

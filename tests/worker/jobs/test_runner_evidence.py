@@ -1,4 +1,4 @@
-"""The summary and answer jobs store key passages, quotes and support (worker/jobs/runner.py called
+"""The summary and answer jobs store key passages, quotes and support (worker/jobs/summary.py and answer.py called
 directly, the echo model standing in for the engine, the real database)."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from app.services import jobs, results
 from tests.pipelines.contract_pdf import contract_pdf
 from tests.pipelines.echo_model import EchoModel, count_words
 from worker.ingest.store import IngestOptions
+from worker.jobs import answer as answer_run
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 
 
 @pytest.fixture
@@ -45,11 +47,11 @@ def _ingested(sessions, tmp_path: Path) -> tuple[int, int]:
 def test_the_summary_job_stores_key_passages_with_the_summary(sessions, tmp_path) -> None:
     document_id, job_id = _ingested(sessions, tmp_path)
 
-    outcome = runner.run_summary(
+    outcome = summary_run.run_summary(
         job_id, sessions=sessions, model_factory=EchoModel, max_new_tokens=200
     )
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         summary = results.get_summary_for_job(session=session, job_id=job_id)
         assert summary.document_id == document_id and summary.text
@@ -65,7 +67,7 @@ def test_the_summary_job_stores_key_passages_with_the_summary(sessions, tmp_path
 def test_the_summary_job_stores_every_sentence_with_its_quotes(sessions, tmp_path) -> None:
     _, job_id = _ingested(sessions, tmp_path)
 
-    runner.run_summary(
+    summary_run.run_summary(
         job_id, sessions=sessions, model_factory=lambda: EchoModel(extra_text=" It is governed by Nevada law."),
         max_new_tokens=200,
     )  # fmt: skip
@@ -116,14 +118,14 @@ def test_the_answer_job_stores_quotes_and_support(
         )
         session.commit()
 
-    outcome = runner.run_answer(
+    outcome = answer_run.run_answer(
         job.id,
         sessions=sessions,
         model_factory=lambda: EchoModel(extra_text=extra),
         max_new_tokens=300,
     )
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         answer = results.get_answer_for_job(session=session, job_id=job.id)
         assert answer.support == support
@@ -159,6 +161,6 @@ def test_an_ingest_run_again_after_it_succeeded_names_its_follow_ups_again(
     again = runner_ingest.run_ingest(
         job.id, sessions=sessions, options=options, count_tokens=count_words
     )
-    assert (first.status, again.status) == (runner.SUCCEEDED, runner.SKIPPED)
+    assert (first.status, again.status) == (job_run.SUCCEEDED, job_run.SKIPPED)
     assert again.follow_up_job_ids == first.follow_up_job_ids and first.follow_up_job_ids
     assert again.facts_job_id == first.facts_job_id

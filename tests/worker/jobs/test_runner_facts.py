@@ -19,9 +19,11 @@ from tests.pipelines import pdf_factory
 from tests.pipelines.facts_documents import CONTRACT_PAGES, ScriptedModel
 from tests.worker import celery_support
 from worker.ingest.store import IngestOptions
+from worker.jobs import answer as answer_run
 from worker.jobs import facts as runner_facts
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 
 
 @pytest.fixture
@@ -29,7 +31,7 @@ def sessions(session: Session) -> sessionmaker[Session]:
     return sessionmaker(bind=session.get_bind(), expire_on_commit=False)
 
 
-def _ingest_with_facts(sessions, tmp_path: Path, count_tokens) -> runner.RunOutcome:
+def _ingest_with_facts(sessions, tmp_path: Path, count_tokens) -> job_run.RunOutcome:
     path = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES, name="supply.pdf")
     with sessions() as session:
         job = jobs.create_job(
@@ -72,7 +74,7 @@ def test_ingest_creates_the_facts_job_and_it_saves_each_field_once(
         event.remove(sessions, "after_commit", record)
     again = runner_facts.run_facts(job_id, sessions=sessions, model_factory=_no_model)
 
-    assert (first.status, again.status) == (runner.SUCCEEDED, runner.SKIPPED)
+    assert (first.status, again.status) == (job_run.SUCCEEDED, job_run.SKIPPED)
     num_fields = len(schema_for("contract"))
     # Written at most once a second (worker/jobs/progress.py), the end always.
     assert progress[-1] == (num_fields, num_fields)
@@ -110,7 +112,7 @@ def test_a_redelivery_after_the_facts_were_saved_needs_no_model(
 
     outcome = runner_facts.run_facts(job_id, sessions=sessions, model_factory=_no_model)
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         assert session.get(Job, job_id).status == JobStatus.SUCCEEDED
 
@@ -120,7 +122,7 @@ def test_a_facts_job_for_a_deleted_document_fails_with_a_sentence(sessions) -> N
         job_id = jobs.create_job(session=session, kind=JobKind.FACTS).id
         session.commit()
     outcome = runner_facts.run_facts(job_id, sessions=sessions, model_factory=_no_model)
-    assert outcome.status == runner.FAILED
+    assert outcome.status == job_run.FAILED
     with sessions() as session:
         assert session.get(Job, job_id).error == "The document of this job does not exist any more."
 
@@ -141,7 +143,7 @@ def test_the_real_model_finds_the_governing_law_on_its_page(
 
     outcome = runner_facts.run_facts(job_id, sessions=sessions, model_factory=lambda: model)
 
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         document_id = session.get(Job, job_id).document_id
         facts = {
@@ -180,8 +182,10 @@ def test_a_job_stopped_at_its_time_limit_says_its_own_kind_and_limit(
 
     try:
         runner_facts.run_facts(ingest.facts_job_id, sessions=sessions, model_factory=stopped)
-        runner.run_summary(summary.id, sessions=sessions, model_factory=stopped, max_new_tokens=8)
-        runner.run_answer(answer.id, sessions=sessions, model_factory=stopped, max_new_tokens=8)
+        summary_run.run_summary(
+            summary.id, sessions=sessions, model_factory=stopped, max_new_tokens=8
+        )
+        answer_run.run_answer(answer.id, sessions=sessions, model_factory=stopped, max_new_tokens=8)
     finally:
         get_settings.cache_clear()
 
@@ -210,6 +214,6 @@ def test_with_key_facts_after_ingest_off_no_facts_job_follows(
         job.id, sessions=sessions, options=options, count_tokens=count_tokens
     )
 
-    assert outcome.status == runner.SUCCEEDED and outcome.facts_job_id is None
+    assert outcome.status == job_run.SUCCEEDED and outcome.facts_job_id is None
     with sessions() as session:
         assert jobs.list_jobs(session=session, kind=JobKind.FACTS) == []

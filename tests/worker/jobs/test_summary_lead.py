@@ -1,6 +1,6 @@
 """A summary leads with the document's key facts (pipelines.summary.lead, stored on Summary.lead):
 set when the summary is saved after its facts, and set or replaced whenever the facts job saves,
-whichever of the two jobs ends first (worker/jobs/runner.py and runner_facts.py, the real database)."""
+whichever of the two jobs ends first (worker/jobs/summary.py and facts.py, the real database)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tests.pipelines.facts_documents import CONTRACT_PAGES, ScriptedModel
 from worker.ingest.store import IngestOptions
 from worker.jobs import facts as runner_facts
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 
 LAW_QUESTION = "Which state's or country's law governs this agreement?"
 
@@ -27,7 +28,7 @@ def sessions(session: Session) -> sessionmaker[Session]:
     return sessionmaker(bind=session.get_bind(), expire_on_commit=False)
 
 
-def _ingested(sessions, tmp_path: Path) -> runner.RunOutcome:
+def _ingested(sessions, tmp_path: Path) -> job_run.RunOutcome:
     path = pdf_factory.text_pdf(tmp_path, CONTRACT_PAGES, name="supply.pdf")
     with sessions() as session:
         job = jobs.create_job(
@@ -52,14 +53,14 @@ def _ingested(sessions, tmp_path: Path) -> runner.RunOutcome:
 def _facts(sessions, job_id: int, law: str) -> None:
     model = ScriptedModel({LAW_QUESTION: law})
     outcome = runner_facts.run_facts(job_id, sessions=sessions, model_factory=lambda: model)
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
 
 
 def _summary(sessions, job_id: int) -> None:
-    outcome = runner.run_summary(
+    outcome = summary_run.run_summary(
         job_id, sessions=sessions, model_factory=EchoModel, max_new_tokens=120
     )
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
 
 
 def _lead(sessions, summary_job_id: int) -> list[dict]:

@@ -26,10 +26,12 @@ from tests.pipelines.facts_documents import CONTRACT_PAGES
 from tests.worker import celery_support
 from tests.worker.model.model_server_stub import closed_port
 from worker.ingest.store import IngestOptions
+from worker.jobs import answer as answer_run
 from worker.jobs import collection as runner_collection
 from worker.jobs import facts as runner_facts
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 from worker.model import engine_holder
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 
@@ -108,7 +110,7 @@ def test_key_facts_a_question_a_summary_and_a_collection_question_through_the_se
         options=IngestOptions(files_dir=tmp_path / "files", passage_max_tokens=96),
         count_tokens=count_tokens,
     )
-    assert ingest.status == runner.SUCCEEDED and ingest.facts_job_id is not None
+    assert ingest.status == job_run.SUCCEEDED and ingest.facts_job_id is not None
     with sessions() as session:
         document_id = session.get(Job, ingest.facts_job_id).document_id
         answer_job = jobs.create_job(
@@ -137,13 +139,13 @@ def test_key_facts_a_question_a_summary_and_a_collection_question_through_the_se
             sessions=sessions,
             model_factory=_model_factory(settings, PRIORITY_BATCH),
         )
-        answer = runner.run_answer(
+        answer = answer_run.run_answer(
             answer_job.id,
             sessions=sessions,
             model_factory=_model_factory(settings, PRIORITY_INTERACTIVE),
             max_new_tokens=MAX_NEW_TOKENS,
         )
-        summary = runner.run_summary(
+        summary = summary_run.run_summary(
             summary_job.id,
             sessions=sessions,
             model_factory=_model_factory(settings, PRIORITY_BATCH),
@@ -161,7 +163,7 @@ def test_key_facts_a_question_a_summary_and_a_collection_question_through_the_se
     with sessions() as session:
         for outcome in (facts, answer, summary, asked):
             job = session.get(Job, outcome.job_id)
-            assert (outcome.status, job.status) == (runner.SUCCEEDED, JobStatus.SUCCEEDED), (
+            assert (outcome.status, job.status) == (job_run.SUCCEEDED, JobStatus.SUCCEEDED), (
                 job.kind,
                 job.error,
             )

@@ -18,7 +18,8 @@ from tests.worker.model.model_server_stub import Reply, chunks, closed_port, err
 from worker.cli.health import check_model_server
 from worker.ingest.store import IngestOptions
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
+from worker.jobs import summary as summary_run
 from worker.model import engine_holder
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 from worker.model.openai_client import OpenAIChatModel, _Slots
@@ -250,7 +251,7 @@ def test_a_summary_job_fails_while_the_server_is_down_and_succeeds_when_run_agai
     engine_holder.reset()
     try:
         down = Settings(llm_base_url=f"http://127.0.0.1:{closed_port()}/v1", llm_model="stub-model")
-        failed = runner.run_summary(
+        failed = summary_run.run_summary(
             summary_job,
             sessions=sessions,
             model_factory=lambda: engine_holder.get_chat_model(down),
@@ -258,13 +259,13 @@ def test_a_summary_job_fails_while_the_server_is_down_and_succeeds_when_run_agai
         )
         with sessions() as session:
             job = session.get(Job, summary_job)
-            assert failed.status == runner.FAILED and job.error_code == "model_server_down"
+            assert failed.status == job_run.FAILED and job.error_code == "model_server_down"
             assert "did not answer" in job.error
             assert results.get_summary_for_job(session=session, job_id=summary_job) is None
 
         stub.replies.append(chunks("Amoxicillin daily. [p. 1]", usage={"completion_tokens": 5}))
         up = Settings(llm_base_url=stub.base_url)
-        again = runner.run_summary(
+        again = summary_run.run_summary(
             summary_job,
             sessions=sessions,
             model_factory=lambda: engine_holder.get_chat_model(up),
@@ -272,7 +273,7 @@ def test_a_summary_job_fails_while_the_server_is_down_and_succeeds_when_run_agai
         )
     finally:
         engine_holder.reset()
-    assert again.status == runner.SUCCEEDED
+    assert again.status == job_run.SUCCEEDED
     with sessions() as session:
         job = session.get(Job, summary_job)
         assert job.status == JobStatus.SUCCEEDED and job.stats["model"] == "stub-model"
