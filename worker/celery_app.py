@@ -42,6 +42,7 @@ from app.services.dispatch import transport_options as transport_options
 from app.settings import Settings
 from worker.schedule import (
     QUEUE_FOR_SCHEDULED_TASK,
+    TASK_PRUNE_AUDIT,
     TASK_SCAN_INBOX,
     TASK_SUMMARIZE_MISSING,
     beat_schedule,
@@ -96,6 +97,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             TASK_INGEST: ingest_limits,
             TASK_SCAN_INBOX: ingest_limits,
             TASK_SUMMARIZE_MISSING: ingest_limits,
+            TASK_PRUNE_AUDIT: ingest_limits,
             TASK_SUMMARIZE: model_limits,
             TASK_ANSWER: model_limits,
             TASK_FACTS: model_limits,

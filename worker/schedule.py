@@ -1,6 +1,7 @@
-"""The beat schedule and what its two jobs do: ingest the inbox, summarize what has no summary.
+"""The beat schedule and what its jobs do: ingest the inbox, summarize what has no summary, and
+once a day drop audit-log rows older than the retention setting (audit_keep_days).
 
-Both are switched and timed by settings (inbox_scan_*, auto_summarize_*). The scheduled tasks
+The first two are switched and timed by settings (inbox_scan_*, auto_summarize_*). The scheduled tasks
 only create job rows and queue the real tasks (app.services.dispatch), so they are quick and run
 on the ingest queue.
 """
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import JobKind
-from app.services import dispatch, results
+from app.services import audit, dispatch, results
 from app.services.dispatch import QUEUE_INGEST
 from app.settings import Settings
 
@@ -29,7 +30,13 @@ logger = logging.getLogger(__name__)
 # user-facing ones are the contract in app.services.dispatch).
 TASK_SCAN_INBOX = "longdoc.scan_inbox"
 TASK_SUMMARIZE_MISSING = "longdoc.summarize_missing"
-QUEUE_FOR_SCHEDULED_TASK = {TASK_SCAN_INBOX: QUEUE_INGEST, TASK_SUMMARIZE_MISSING: QUEUE_INGEST}
+TASK_PRUNE_AUDIT = "longdoc.prune_audit"
+QUEUE_FOR_SCHEDULED_TASK = {
+    TASK_SCAN_INBOX: QUEUE_INGEST,
+    TASK_SUMMARIZE_MISSING: QUEUE_INGEST,
+    TASK_PRUNE_AUDIT: QUEUE_INGEST,
+}
+AUDIT_PRUNE_INTERVAL = timedelta(days=1)
 
 MAX_SUMMARIES_PER_TICK = 50
 
@@ -48,7 +55,27 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": timedelta(seconds=settings.auto_summarize_interval_s),
             "options": {"queue": QUEUE_FOR_SCHEDULED_TASK[TASK_SUMMARIZE_MISSING]},
         }
+    # Always: the retention setting is a promise (rows older than it are gone).
+    schedule["prune-audit"] = {
+        "task": TASK_PRUNE_AUDIT,
+        "schedule": AUDIT_PRUNE_INTERVAL,
+        "options": {"queue": QUEUE_FOR_SCHEDULED_TASK[TASK_PRUNE_AUDIT]},
+    }
     return schedule
+
+
+def prune_audit(
+    *, sessions: sessionmaker[Session], settings: Settings, now: datetime | None = None
+) -> int:
+    """Delete the audit rows older than `audit_keep_days` (as of `now`); how many (logged)."""
+    with sessions() as session:
+        removed = audit.prune(session=session, keep_days=settings.audit_keep_days, now=now)
+        session.commit()
+    if removed:
+        logger.info(
+            "audit log: %d rows older than %s days removed", removed, settings.audit_keep_days
+        )
+    return removed
 
 
 def queue_missing_summaries(

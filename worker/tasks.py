@@ -27,6 +27,7 @@ from worker.celery_app import (
     TASK_ANSWER,
     TASK_FOR_KIND,
     TASK_INGEST,
+    TASK_PRUNE_AUDIT,
     TASK_SCAN_INBOX,
     TASK_SUMMARIZE,
     TASK_SUMMARIZE_MISSING,
@@ -197,6 +198,12 @@ def summarize_missing_task(self: Task) -> dict[str, Any]:
         sessions=resources.sessions(), settings=resources.settings(), client=self.app
     )
     return {"num_jobs": len(job_ids)}
+
+
+@shared_task(name=TASK_PRUNE_AUDIT, **_RETRY)
+def prune_audit_task(self: Task) -> dict[str, Any]:
+    removed = schedule.prune_audit(sessions=resources.sessions(), settings=resources.settings())
+    return {"num_removed": removed}
 
 
 @worker_process_init.connect

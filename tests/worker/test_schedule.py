@@ -1,14 +1,15 @@
-"""The beat schedule and its two jobs' bodies: the inbox scan and the missing summaries (no
-processes)."""
+"""The beat schedule and its jobs' bodies: the inbox scan, the missing summaries and the audit
+log's retention (no processes)."""
 
 from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 
-from app.db.models import Job, JobKind, JobStatus
-from app.services import documents, jobs, results
+from app.db.models import Job, JobKind, JobStatus, utc_now
+from app.services import access, audit, documents, jobs, results
 from app.settings import Settings
 from tests.app.new_documents import new_document
 from worker import schedule
@@ -25,10 +26,11 @@ def test_beat_schedule_follows_the_switches_and_intervals(tmp_path: Path) -> Non
         settings(tmp_path, inbox_scan_enabled=False, auto_summarize_enabled=False)
     ).conf.beat_schedule
 
-    assert set(both) == {"scan-inbox", "summarize-missing"}
+    assert set(both) == {"scan-inbox", "summarize-missing", "prune-audit"}
     assert both["scan-inbox"]["schedule"].total_seconds() == 60
     assert both["scan-inbox"]["options"]["queue"] == QUEUE_FOR_TASK[both["scan-inbox"]["task"]]
-    assert neither == {}
+    assert set(neither) == {"prune-audit"}  # the audit retention holds whatever is switched off
+    assert neither["prune-audit"]["schedule"].total_seconds() == 24 * 3600
 
 
 def test_scan_inbox_makes_one_job_per_settled_pdf_and_moves_it_away(
@@ -76,3 +78,18 @@ def test_missing_summaries_are_queued_once(sessions, tmp_path: Path) -> None:
     with sessions() as session:
         assert [session.get(Job, j).document_id for j in queued] == [first]
     assert again == []
+
+
+def test_audit_rows_older_than_the_retention_are_pruned(sessions, tmp_path: Path) -> None:
+    with sessions() as session:
+        audit.record(
+            session=session, who=access.local_admin().who, action="view_document", target_ids=[1]
+        )
+        session.commit()
+    keep_30_days = settings(tmp_path, audit_keep_days=30)
+    assert schedule.prune_audit(sessions=sessions, settings=keep_30_days) == 0
+    # Rows cannot be updated (append-only): the same row, as seen 31 days later.
+    later = utc_now() + timedelta(days=31)
+    assert schedule.prune_audit(sessions=sessions, settings=keep_30_days, now=later) == 1
+    with sessions() as session:
+        assert audit.list_events(session=session) == []
