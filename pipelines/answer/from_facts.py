@@ -192,7 +192,7 @@ _CUED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("renewal_term",), r"\brenew\w*"),
         (("expiration_date",), r"\bexpir\w*|\bwhen\s+does\s+(?:the|this)\s+(?:agreement|contract|"
                                r"lease|licen[cs]e)\s+end\b|\bhow\s+long\s+(?:does|will)\s+(?:the|"
-                               r"this)\s+(?:agreement|contract|lease|licen[cs]e)\s+(?:last|run)\b"),
+                               r"this)\s+(?:agreement|contract|lease|licen[cs]e)\s+(?:last|run|remain|continue|stay)\b"),
         (("judges",), r"\b(?:which|what|who|name\s+the)\s+(?:\w+\s+){0,2}(?:judges?|justices?)\b"
                       r"|\bwho\s+(?:wrote|authored)\b|\b(?:judges?|justices?)\s+(?:sat|were|heard)\b"
                       r"|\bpanel\b(?!.*\b(?:decide|decided|hold|held|rule|ruled|do|did)\b)"),

@@ -16,9 +16,10 @@ from pipelines.answer.assess import (
     answer_by_quotes,
     assess,
 )
-from pipelines.answer.from_facts import KnownFact, narrower_than
+from pipelines.answer.from_facts import KnownFact, fact_answer, narrower_than
 from pipelines.answer.question import answer_question
 from pipelines.answer.specifics import covers, specifics
+from pipelines.retrieval.evidence import DocumentSentences
 from tests.pipelines.echo_model import EchoModel, make_document
 
 LABEL = [
@@ -206,3 +207,15 @@ def test_how_long_a_duty_survives_the_term_is_not_the_term() -> None:
             "termination or expiration each Party shall maintain in confidence the other's data."),
     ]  # fmt: skip
     assert answer_by_quotes("How long does the agreement last?", _quotes(rows)) is None
+
+
+def test_how_long_an_agreement_remains_in_force_asks_its_term_not_its_renewal() -> None:
+    document = make_document(["The term of this Agreement is three (3) years."])
+    sentences = DocumentSentences(document.pages)
+    facts = [
+        KnownFact("expiration_date", "Expiration", "three (3) years", spans=sentences.spans[:1]),
+        KnownFact("renewal_term", "Renewal term", "", missing=True),
+    ]
+    question = "For how long does the agreement remain in force?"
+    found = fact_answer(question, facts, sentences, document.passages)
+    assert found is not None and found.fact.field == "expiration_date"
