@@ -83,9 +83,12 @@ def allow_ask(*, session: Session, actor: Actor, document_id: int, question: str
     )
 
 
-def allow_upload(*, session: Session, actor: Actor, collection_id: int | None) -> int | None:
+def allow_upload(
+    *, session: Session, actor: Actor, collection_id: int | None, record: bool = True
+) -> int | None:
     """May `actor` store a document (into `collection_id`)? Logged (the caller commits with its
-    job). Returns the owner to give what is stored."""
+    job; `record=False`: a refusal only, the caller records the upload once it is stored, with
+    record_upload). Returns the owner to give what is stored."""
     access.require_role(
         session=session, actor=actor, action="upload", allowed=access.can_upload(actor)
     )
@@ -93,14 +96,26 @@ def allow_upload(*, session: Session, actor: Actor, collection_id: int | None) -
         access.require_collection(
             session=session, actor=actor, collection_id=collection_id, action="upload", write=True
         )
-    access.record_ok(
-        session=session,
-        actor=actor,
-        action="upload",
-        target_kind="collection" if collection_id is not None else "",
-        target_ids=[] if collection_id is None else [collection_id],
-    )
+    if record:
+        record_upload(session=session, actor=actor, collection_id=collection_id)
     return actor.user_id
+
+
+def record_upload(
+    *,
+    session: Session,
+    actor: Actor,
+    collection_id: int | None,
+    document_ids: Sequence[int] = (),
+) -> None:
+    """The upload, allowed, in the audit log: into which collection, or which documents."""
+    if collection_id is not None:
+        kind, ids = "collection", [collection_id]
+    else:
+        kind, ids = ("document" if document_ids else ""), list(document_ids)
+    access.record_ok(
+        session=session, actor=actor, action="upload", target_kind=kind, target_ids=ids
+    )
 
 
 # --- search and key facts ---

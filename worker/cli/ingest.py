@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.retry import with_lock_retries
 from app.db.session import make_engine, session_factory
 from app.display import display_name
 from app.errors import AppError
@@ -67,12 +68,12 @@ def ingest(
             # when the acting user (`--as`) may not store documents (into that collection).
             found = collections.find_collection(session=session, name=collection or "")
             actor = as_user.actor(session)
+            collection_id = found.id if collection and found else None
+            # Read only (a refusal is logged and committed by the check): the upload itself is
+            # logged once something is stored, so a busy database refuses files, not the batch.
             owner_id = acting.allow_upload(
-                session=session,
-                actor=actor,
-                collection_id=found.id if collection and found else None,
+                session=session, actor=actor, collection_id=collection_id, record=False
             )
-            session.commit()
         missing = [p for p in paths if not p.exists()]
         files = list(pdf_paths(p for p in paths if p.exists()))
         try:
@@ -121,6 +122,7 @@ def ingest(
         _print_outcomes(outcomes, missing)
         _print_facts_queued(outcomes, facts)
         _claim(settings, owner_id, outcomes)
+        _log_upload(settings, collection_id, outcomes)
         if collection is not None:
             _into_collection(settings, collection, outcomes)
         if not any(outcome.status in (STORED, PRESENT) for outcome in outcomes):
@@ -186,6 +188,25 @@ def _claim(settings: Settings, owner_id: int | None, outcomes: list) -> None:
         with open_session(settings) as session:
             acting.claim_documents(session=session, owner_id=owner_id, document_ids=ids)
             session.commit()
+
+
+def _log_upload(settings: Settings, collection_id: int | None, outcomes: list) -> None:
+    """The upload in the audit log, with the documents stored (none stored: nothing uploaded)."""
+    ids = [o.document_id for o in outcomes if o.status == STORED and o.document_id]
+    if not ids:
+        return
+
+    def write() -> None:
+        with open_session(settings) as session:
+            acting.record_upload(
+                session=session,
+                actor=as_user.actor(session),
+                collection_id=collection_id,
+                document_ids=ids,
+            )
+            session.commit()
+
+    with_lock_retries(write, what="logging the upload")
 
 
 def _into_collection(settings, name: str, outcomes: list) -> None:

@@ -22,7 +22,7 @@ from tests.worker.model.model_server_stub import chunks, stub_server
 from worker.ingest.store import IngestOptions
 from worker.jobs import facts as runner_facts
 from worker.jobs import ingest as runner_ingest
-from worker.jobs import runner
+from worker.jobs import job_run
 from worker.model import engine_holder
 from worker.model.openai_client import SCHEMA_IGNORED_LIMIT
 
@@ -68,7 +68,7 @@ def _run(sessions, job_id: int, base_url: str) -> tuple[dict, dict]:
         )
     finally:
         engine_holder.reset()
-    assert outcome.status == runner.SUCCEEDED
+    assert outcome.status == job_run.SUCCEEDED
     with sessions() as session:
         job = session.get(Job, job_id)
         rows = fact_service.list_facts(session=session, document_id=job.document_id)
