@@ -533,4 +533,24 @@ class AuditEvent(Base):
         return f"AuditEvent(id={self.id}, action={self.action}, outcome={self.outcome})"
 
 
+class ApiKey(Base):
+    """A user's key for `longdoc serve` (migration 0014). The secret is shown once, when made;
+    only its SHA-256 is kept (it is 32 random bytes: a fast hash is enough, and lets the server
+    check a request quickly). `prefix` is the key's public name, its first characters."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (_NEVER_REUSED,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    def __repr__(self) -> str:
+        return f"ApiKey(id={self.id}, prefix={self.prefix})"
+
+
 # --- end accounts ---

@@ -25,6 +25,7 @@ APP_TABLES = {
     "users",
     "collection_grants",
     "audit_events",
+    "api_keys",
 }
 
 

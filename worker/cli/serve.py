@@ -9,7 +9,7 @@ import typer
 
 from app.errors import InvalidSettings
 from worker.cli.common import console, exit_on_error, load_settings
-from worker.serve.run import checked_config
+from worker.serve.run import checked_config, open_user_keys
 
 commands = typer.Typer()
 
@@ -34,7 +34,8 @@ def serve(
     /v1/models, /health, /metrics), batched with LongDoc's own model work."""
     with exit_on_error():
         settings = load_settings()
-        config = checked_config(settings, host, api_key or [])
+        user_keys = open_user_keys(settings)
+        config = checked_config(settings, host, api_key or [], has_user_keys=user_keys is not None)
         import uvicorn
 
         from worker.model.engine_holder import get_engine_loop
@@ -46,8 +47,18 @@ def serve(
             loop = get_engine_loop(settings)
         except ModelNotFoundError as error:
             raise InvalidSettings(error.message) from None
-        console.print(
-            f"Serving {settings.model} on http://{host}:{port}/v1 "
-            f"({'API key required' if config.api_keys else 'no API key: this machine only'})."
+        if config.api_keys or config.is_key_required:
+            keys = "API key required"
+        elif user_keys is not None:
+            keys = "no API key needed until a user has one; this machine only"
+        else:
+            keys = "no API key: this machine only"
+        users = "; users' keys accepted" if user_keys is not None else ""
+        console.print(f"Serving {settings.model} on http://{host}:{port}/v1 ({keys}{users}).")
+    try:
+        uvicorn.run(
+            make_app(loop, config, user_keys), host=host, port=port, log_level=log_level.lower()
         )
-    uvicorn.run(make_app(loop, config), host=host, port=port, log_level=log_level.lower())
+    finally:
+        if user_keys is not None:
+            user_keys.close()

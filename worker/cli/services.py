@@ -118,15 +118,16 @@ def worker(
 
 
 def _serve_api(settings: Settings, host: str, port: int, *, pool: str, runs_model: bool) -> None:
-    from worker.serve.run import checked_config, start_in_thread
+    from worker.serve.run import checked_config, open_user_keys, start_in_thread
 
     if not runs_model or pool != "threads":
         raise typer.BadParameter(
             "only a model worker (queues gpu or gpu_batch) on the threads pool serves the API",
             param_hint="--serve-port",
         )
-    config = checked_config(settings, host, [])
-    start_in_thread(settings, config, host, port)
+    user_keys = open_user_keys(settings)
+    config = checked_config(settings, host, [], has_user_keys=user_keys is not None)
+    start_in_thread(settings, config, host, port, user_keys)
     console.print(f"OpenAI-compatible API on http://{host}:{port}/v1")
 
 

@@ -11,14 +11,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.db.models import Role
-from app.services import accounts, collections
+from app.services import accounts, api_keys, collections
 from worker.cli import as_user
 from worker.cli.collections import collection_or_fail
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 
 commands = typer.Typer()
 users_cli = typer.Typer(
-    help="Accounts: add, list, disable, enable, reset-password, delete, grant, revoke."
+    help="Accounts: add, list, disable, enable, reset-password, delete, grant, revoke, "
+    "api-key, api-keys, revoke-key."
 )
 commands.add_typer(users_cli, name="users")
 
@@ -154,3 +155,54 @@ def revoke_command(
         console.print(f"{escape(name)} no longer has access to {escape(label)!r}.")
     else:
         console.print(f"{escape(name)} had no grant on {escape(label)!r}.")
+
+
+@users_cli.command("api-key")
+def api_key_command(name: Annotated[str, typer.Argument(help="The user.")]) -> None:
+    """Make an API key for `longdoc serve` that acts as this user; it is shown once."""
+    with exit_on_error(), open_session(load_settings()) as session:
+        made = api_keys.create_key(session=session, actor=as_user.actor(session), name=name)
+        session.commit()
+        prefix = made.key.prefix
+    print(made.secret)  # plain, on its own line: for a pipe as much as for a person
+    console.print(
+        f"API key {prefix} made for {escape(name)}; it will not be shown again "
+        f"(`longdoc users revoke-key {prefix}` ends it)."
+    )
+
+
+@users_cli.command("api-keys")
+def api_keys_command(
+    name: Annotated[str | None, typer.Argument(help="Only this user's keys.")] = None,
+) -> None:
+    """List API keys by their prefix (never their secret)."""
+    with exit_on_error(), open_session(load_settings()) as session:
+        rows = api_keys.list_keys(session=session, actor=as_user.actor(session), name=name)
+        session.commit()
+        table = Table("Prefix", "User", "Made", "Last used", "State")
+        for key, user_name in rows:
+            table.add_row(
+                key.prefix,
+                escape(user_name),
+                key.created_at.strftime("%Y-%m-%d %H:%M"),
+                key.last_used_at.strftime("%Y-%m-%d %H:%M") if key.last_used_at else "-",
+                "revoked" if key.revoked_at else "active",
+            )
+        console.print(table)
+        console.print(f"{len(rows)} API key{'s' if len(rows) != 1 else ''}.")
+
+
+@users_cli.command("revoke-key")
+def revoke_key_command(
+    prefix: Annotated[str, typer.Argument(help="The key's prefix (ldk_...).")],
+) -> None:
+    """Revoke an API key: `longdoc serve` refuses it from the next request."""
+    with exit_on_error(), open_session(load_settings()) as session:
+        was_active = api_keys.revoke_key(
+            session=session, actor=as_user.actor(session), prefix=prefix
+        )
+        session.commit()
+    if was_active:
+        console.print(f"Revoked the API key {escape(prefix)}.")
+    else:
+        console.print(f"The API key {escape(prefix)} was revoked already.")

@@ -8,6 +8,10 @@ waiter takes the queued tokens without waiting. A request whose client has gone 
 write fails, or a non-streaming client disconnects) is aborted, which frees its blocks at the
 engine's next step.
 
+Keys: those the server was started with, and users' keys from the database (UserKeys,
+worker/serve/user_keys.py), checked for each request in `_authorize`. A request made with a
+user's key writes one audit row: the user, the key's id, the outcome and the token counts.
+
 Every error is an OpenAI-style JSON body with a sentence, never a traceback. Nothing of a
 prompt or an answer is logged.
 """
@@ -27,9 +31,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import metrics
+from app.services import audit
 from engine import SamplingParams
 from engine.engine_loop import EngineLoop
 from engine.request import GenerationResult
@@ -42,6 +48,7 @@ from worker.serve.protocol import (
     parse,
     sse_event,
 )
+from worker.serve.user_keys import KeyOwner, UserKeys
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +63,10 @@ _DISCONNECT_CHECK_S = 1.0
 @dataclass(frozen=True)
 class ServeConfig:
     model_name: str
-    api_keys: frozenset[str] = frozenset()  # empty: no key asked (this machine only)
+    api_keys: frozenset[str] = frozenset()  # empty: no key asked (this machine only) ...
+    # ... unless some user has an API key (then every request needs a key), or this is set
+    # (the server listens beyond this machine with users' keys alone).
+    is_key_required: bool = False
     max_tokens: int = 4096
     max_body_bytes: int = 4 * 1024 * 1024
     max_concurrent_per_key: int = 64
@@ -66,11 +76,21 @@ class _ClientGone(Exception):
     """The client disconnected before its answer was complete."""
 
 
+@dataclass
+class _Caller:
+    """Who sent a request: the key its concurrency is counted by ("" without one), and the user
+    when it is a user's key; `is_recorded` once its audit row is queued."""
+
+    key: str
+    owner: KeyOwner | None = None
+    is_recorded: bool = False
+
+
 class _State:
     """The server's count of requests in the engine, in all and per key."""
 
-    def __init__(self, loop: EngineLoop, config: ServeConfig) -> None:
-        self.loop, self.config = loop, config
+    def __init__(self, loop: EngineLoop, config: ServeConfig, user_keys: UserKeys | None) -> None:
+        self.loop, self.config, self.user_keys = loop, config, user_keys
         self.engine = loop.engine
         self.running = 0
         self.per_key: dict[str, int] = {}
@@ -101,6 +121,21 @@ class _State:
     def _set_running(self, change: int) -> None:
         self.running += change
         metrics.set_serve_running(self.running)
+
+    def record(
+        self, caller: _Caller | None, outcome: str, num_prompt: int = 0, num_completion: int = 0
+    ) -> None:
+        """The audit row of a request made with a user's key, once per request."""
+        if caller is None or caller.owner is None or caller.is_recorded:
+            return
+        assert self.user_keys is not None
+        caller.is_recorded = True
+        self.user_keys.record(
+            caller.owner,
+            outcome=outcome,
+            num_prompt_tokens=num_prompt,
+            num_completion_tokens=num_completion,
+        )
 
 
 class _EngineStream:
@@ -163,8 +198,9 @@ class _ClosingStream(StreamingResponse):
             self._cleanup()  # also when the generator never started (its finally never ran)
 
 
-def make_app(loop: EngineLoop, config: ServeConfig) -> FastAPI:
-    state = _State(loop, config)
+def make_app(loop: EngineLoop, config: ServeConfig, user_keys: UserKeys | None = None) -> FastAPI:
+    """The API over `loop`; with `user_keys`, users' keys are taken beside the configured ones."""
+    state = _State(loop, config, user_keys)
     app = FastAPI(title="LongDoc", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.serve = state
 
@@ -173,6 +209,8 @@ def make_app(loop: EngineLoop, config: ServeConfig) -> FastAPI:
         endpoint = _ENDPOINTS.get(request.url.path)
         if endpoint is not None:
             metrics.record_serve_request(endpoint, str(error.status))
+        outcome = audit.FAILED if error.status >= 500 else audit.REFUSED
+        state.record(getattr(request.state, "caller", None), outcome)
         return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(StarletteHTTPException)
@@ -184,12 +222,14 @@ def make_app(loop: EngineLoop, config: ServeConfig) -> FastAPI:
         )
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        state.record(getattr(request.state, "caller", None), audit.REFUSED)
         return JSONResponse(ApiError(400, "The request is not valid.").body(), status_code=400)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         logger.error("request failed: %s", type(error).__name__)
+        state.record(getattr(request.state, "caller", None), audit.FAILED)
         return JSONResponse(
             ApiError(500, "The server failed to answer this request.", type="server_error").body(),
             status_code=500,
@@ -214,26 +254,27 @@ def make_app(loop: EngineLoop, config: ServeConfig) -> FastAPI:
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
-        _authorize(request, config)
+        state.record(await _authorize(request, state), audit.OK)
         return {"object": "list", "data": [_model_card(config, state)]}
 
     @app.get("/v1/models/{name:path}")
     async def model(request: Request, name: str) -> dict[str, Any]:
-        _authorize(request, config)
+        caller = await _authorize(request, state)
         _check_model(config, name)
+        state.record(caller, audit.OK)
         return _model_card(config, state)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        key = _authorize(request, config)
+        caller = await _authorize(request, state)
         body = parse(ChatCompletionRequest, await _read_json(request, config))
         _check_model(config, body.model)
         prompt = state.engine.apply_chat_template(body.chat())
-        return await _generate(request, state, key, "chat", body, prompt)
+        return await _generate(request, state, caller, "chat", body, prompt)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        key = _authorize(request, config)
+        caller = await _authorize(request, state)
         body = parse(CompletionRequest, await _read_json(request, config))
         _check_model(config, body.model)
         if isinstance(body.prompt, str) or isinstance(body.prompt[0], str):
@@ -244,7 +285,7 @@ def make_app(loop: EngineLoop, config: ServeConfig) -> FastAPI:
             vocab = len(state.engine.tokenizer)
             if any(not 0 <= token < vocab for token in prompt):
                 raise ApiError(400, f"Token ids must be from 0 to {vocab - 1}.", param="prompt")
-        return await _generate(request, state, key, "completion", body, prompt)
+        return await _generate(request, state, caller, "completion", body, prompt)
 
     return app
 
@@ -259,16 +300,32 @@ def _model_card(config: ServeConfig, state: _State) -> dict[str, Any]:
     }
 
 
-def _authorize(request: Request, config: ServeConfig) -> str:
-    """The request's key (what its concurrency is counted by); a 401 without a good one."""
-    if not config.api_keys:
-        return ""
+async def _authorize(request: Request, state: _State) -> _Caller:
+    """Who sent the request, kept on request.state for its audit row; a 401 without a good key.
+    The one place a request's key is checked: a configured key, else a user's key (an enabled
+    user's, not revoked, read now), else none when the server asks for none."""
+    config, user_keys = state.config, state.user_keys
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
     given = given.strip() if scheme.lower() == "bearer" else ""
+    caller: _Caller | None = None
     for key in config.api_keys:
         if given and hmac.compare_digest(given.encode(), key.encode()):
-            return key
+            caller = _Caller(key=key)
+    if caller is None and given and user_keys is not None:
+        owner = await run_in_threadpool(user_keys.owner, given)
+        if owner is not None:
+            caller = _Caller(key=f"user key {owner.key_id}", owner=owner)
+    is_keyless = not config.api_keys and not config.is_key_required
+    if (
+        caller is None
+        and is_keyless
+        and (user_keys is None or not await run_in_threadpool(user_keys.has_any))
+    ):
+        caller = _Caller(key="")
+    if caller is not None:
+        request.state.caller = caller
+        return caller
     raise ApiError(
         401,
         "The API key is missing or wrong: send 'Authorization: Bearer <key>' with a key that "
@@ -347,14 +404,14 @@ def _sampling(
 async def _generate(
     request: Request,
     state: _State,
-    key: str,
+    caller: _Caller,
     kind: str,
     body: ChatCompletionRequest | CompletionRequest,
     prompt: list[int],
 ) -> Response:
     endpoint = "chat" if kind == "chat" else "completions"
     params = _sampling(state, body, len(prompt))
-    release = state.acquire(key)
+    release = state.acquire(caller.key)
     try:
         stream = _EngineStream(state.loop, prompt, params)
     except BaseException:
@@ -363,12 +420,16 @@ async def _generate(
     reply = Reply(kind, state.config.model_name, len(prompt))
     if body.stream:
 
+        def record(outcome: str, result: GenerationResult | None) -> None:
+            state.record(caller, outcome, len(prompt), len(result.token_ids) if result else 0)
+
         def cleanup() -> None:
             stream.cancel()
             release()
+            record(audit.FAILED, None)  # when the stream never started (else recorded already)
 
         return _ClosingStream(
-            _sse(stream, reply, body.include_usage, endpoint, release),
+            _sse(stream, reply, body.include_usage, endpoint, release, record),
             cleanup,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -380,6 +441,7 @@ async def _generate(
         assert result is not None
         outcome = result.finish_reason
     except _ClientGone:
+        state.record(caller, audit.FAILED, len(prompt))
         return Response(status_code=499)
     except Exception as error:  # the engine failed this request (out of memory, ...)
         outcome = ""  # counted by the ApiError handler
@@ -392,6 +454,7 @@ async def _generate(
         if outcome:
             metrics.record_serve_request(endpoint, outcome)
     _record(result)
+    state.record(caller, audit.OK, len(prompt), len(result.token_ids))
     return JSONResponse(reply.whole(text, result))
 
 
@@ -401,6 +464,7 @@ async def _sse(
     include_usage: bool,
     endpoint: str,
     release: Callable[[], None],
+    record: Callable[[str, GenerationResult | None], None],
 ) -> AsyncIterator[bytes]:
     outcome = "disconnected"
     try:
@@ -430,6 +494,7 @@ async def _sse(
         stream.cancel()  # the client left: abort, freeing the blocks at the next step
         release()
         metrics.record_serve_request(endpoint, outcome)
+        record(audit.OK if stream.result is not None else audit.FAILED, stream.result)
 
 
 def _engine_failure(error: BaseException) -> str:

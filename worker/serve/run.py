@@ -15,6 +15,7 @@ from app.settings import Settings
 
 if TYPE_CHECKING:  # the app imports torch (the engine): not for every `longdoc` command
     from worker.serve.app import ServeConfig
+    from worker.serve.user_keys import UserKeys
 
 logger = logging.getLogger(__name__)
 
@@ -46,26 +47,45 @@ def is_local(host: str) -> bool:
         return False
 
 
-def checked_config(settings: Settings, host: str, given_keys: list[str]) -> ServeConfig:
-    """The server's config; InvalidSettings when it would listen beyond this machine keyless."""
+def open_user_keys(settings: Settings) -> UserKeys | None:
+    """Users' API keys from the database (`longdoc users api-key`); None without a migrated
+    database. Their requests' audit rows name this server by its model."""
+    from worker.serve.user_keys import UserKeys
+
+    return UserKeys.open(settings, origin=f"serve {settings.model}")
+
+
+def checked_config(
+    settings: Settings, host: str, given_keys: list[str], *, has_user_keys: bool = False
+) -> ServeConfig:
+    """The server's config; InvalidSettings when it would listen beyond this machine keyless.
+    With users' keys (has_user_keys), it may: every request then needs a key."""
     from worker.serve.app import ServeConfig
 
     keys = api_keys(settings, given_keys)
-    if not keys and not is_local(host):
+    if not keys and not has_user_keys and not is_local(host):
         raise InvalidSettings(
             f"`longdoc serve` listens on {host} only with an API key: give --api-key, or set "
-            "LONGDOC_SERVE_API_KEYS or LONGDOC_SERVE_API_KEYS_FILE (or listen on 127.0.0.1)."
+            "LONGDOC_SERVE_API_KEYS or LONGDOC_SERVE_API_KEYS_FILE, or give users keys with "
+            "`longdoc users api-key` after `longdoc db upgrade` (or listen on 127.0.0.1)."
         )
     return ServeConfig(
         model_name=settings.model,
         api_keys=frozenset(keys),
+        is_key_required=not is_local(host),
         max_tokens=settings.serve_max_tokens,
         max_body_bytes=settings.serve_max_body_bytes,
         max_concurrent_per_key=settings.serve_max_concurrent_per_key,
     )
 
 
-def start_in_thread(settings: Settings, config: ServeConfig, host: str, port: int) -> None:
+def start_in_thread(
+    settings: Settings,
+    config: ServeConfig,
+    host: str,
+    port: int,
+    user_keys: UserKeys | None = None,
+) -> None:
     """The API in a daemon thread of this process (a threads-pool model worker): the engine is
     built there now, the one this process's model tasks then use too."""
 
@@ -82,7 +102,9 @@ def start_in_thread(settings: Settings, config: ServeConfig, host: str, port: in
             return
         # Not the main thread: uvicorn leaves the signals to the Celery worker.
         uvicorn.Server(
-            uvicorn.Config(make_app(loop, config), host=host, port=port, log_level="warning")
+            uvicorn.Config(
+                make_app(loop, config, user_keys), host=host, port=port, log_level="warning"
+            )
         ).run()
 
     threading.Thread(target=run, name="longdoc-serve", daemon=True).start()

@@ -7,9 +7,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from app.errors import InvalidSettings
 from app.settings import Settings
 from tests.worker import celery_support
-from worker.serve.run import api_keys, is_local
+from worker.serve.run import api_keys, checked_config, is_local, open_user_keys
 
 
 def _serve(tmp_path: Path, *args: str, **values: str) -> subprocess.CompletedProcess:
@@ -67,3 +70,13 @@ def test_keys_come_from_the_option_the_setting_and_a_file(tmp_path) -> None:
 def test_local_hosts() -> None:
     assert all(is_local(h) for h in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"))
     assert not any(is_local(h) for h in ("0.0.0.0", "::", "10.0.0.5", "gpu-box"))
+
+
+def test_users_keys_let_it_listen_beyond_this_machine_with_a_key_always_asked(tmp_path) -> None:
+    settings = Settings(_env_file=None, data_dir=str(tmp_path))
+    with pytest.raises(InvalidSettings, match="longdoc users api-key"):
+        checked_config(settings, "0.0.0.0", [])
+    config = checked_config(settings, "0.0.0.0", [], has_user_keys=True)
+    assert config.is_key_required and not config.api_keys
+    assert not checked_config(settings, "127.0.0.1", [], has_user_keys=True).is_key_required
+    assert open_user_keys(settings) is None  # no database yet: the configured keys alone
