@@ -22,6 +22,7 @@ from pipelines.answer import asked as k
 from pipelines.answer.kind_values import Value, values_of
 from pipelines.answer.quote_context import Quoted
 from pipelines.answer.specifics import covers, specifics
+from pipelines.facts.contract_terms import AFTER_THE_TERM
 from pipelines.retrieval.bm25 import terms
 
 # The opening of an opinion, where its court is named.
@@ -185,11 +186,6 @@ def _docket_of_court_asked(clause: str, text: str) -> bool:
     return _LOWER_COURT.search(text) is not None
 
 
-_AFTER_THE_TERM = re.compile(
-    r"\W*(?:after|following|beyond|from)\s+(?:its|the|such|any)?\s*(?:termination|expiration|"
-    r"expiry|end)\b",
-    re.IGNORECASE,
-)
 # A period that counts from an event ("within 15 days after notice", "30 days' prior written
 # notice") is a notice or cure period, not how long the agreement runs.
 _FROM_AN_EVENT_BEFORE = re.compile(
@@ -210,7 +206,7 @@ def _notice_or_cure_period(text: str, value: Value) -> bool:
     return bool(
         _FROM_AN_EVENT_BEFORE.search(before)
         or _FROM_AN_EVENT_AFTER.search(after)
-        or _AFTER_THE_TERM.match(after)
+        or AFTER_THE_TERM.match(after)
     )
 
 

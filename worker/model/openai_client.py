@@ -485,22 +485,25 @@ def _ignored_schema(shared: _Shared) -> None:
             )
 
 
-def _is_json(text: str) -> bool:
+_NOT_JSON = object()
+
+
+def _json_value(text: str) -> Any:
     try:
-        json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError:
-        return False
-    return True
+        return _NOT_JSON
+
+
+def _is_json(text: str) -> bool:
+    return _json_value(text) is not _NOT_JSON
 
 
 def _matches(text: str, schema: dict[str, Any]) -> bool:
     """Whether `text` is JSON valid against the schema (what a JSON-schema-guided server
     guarantees)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return jsonschema.Draft202012Validator(schema).is_valid(value)
+    value = _json_value(text)
+    return value is not _NOT_JSON and jsonschema.Draft202012Validator(schema).is_valid(value)
 
 
 class _Tracker:
