@@ -186,8 +186,9 @@ def _echo_section(documents: list[dict[str, Any]]) -> list[str]:
         "## Prompt text in summaries (issue 21)",
         "",
         "Each stored part of a summary (the lead lines, the checked sentences, the model's raw "
-        "text) against the prompt templates of pipelines/prompts/templates.py and pipelines/answer/"
-        "prompts.py rendered with an empty document: any run of 6 words they share, or a "
+        "text) against every instruction prompt of the pipelines (pipelines.prompts.texts: system, "
+        "one-pass, section, combine, question and collection prompts) rendered with an empty "
+        "document: any run of 6 words they share, or a "
         'placeholder ("Paste your answer here", "This is one part of a longer").',
         "",
         "The summaries are those of the summaries part as last run (the table at the top).",

@@ -1,10 +1,10 @@
 """Whether a stored text repeats our prompts: any run of ECHO_WORDS words that also occurs in a
 prompt template, or a placeholder phrase a small model copies from its instructions.
 
-The templates are rendered with an empty document, the way pipelines.prompts.templates.summary_task_text
-does it, so only the instructions' own words are in them. Each template is taken from the
-checkout that runs (pipelines/prompts/templates.py, pipelines/prompts/quoted_question.py): a template that is
-missing there (renamed while this file was not) is named in `unavailable` rather than failing.
+The prompts are the pipelines' own list (pipelines.prompts.texts.prompt_texts: every prompt
+rendered with an empty document, so only the instructions' own words are in them), taken from
+the checkout that runs; a prompt that cannot be rendered there is named in `unavailable` rather
+than failing (the self-test then fails).
 """
 
 from __future__ import annotations
@@ -39,20 +39,17 @@ def _contents(messages: Iterable[dict[str, str]]) -> str:
 
 
 def _renderers() -> dict[str, Callable[[], str]]:
-    from pipelines.prompts import quoted_question as answer_prompts
-    from pipelines.prompts import templates as prompts
+    """Every instruction prompt the pipelines send (pipelines.prompts.texts: the system prompts,
+    each template's one-pass, section and combine tasks, the question and collection tasks),
+    from the same list the pipelines' own echo guard reads. Key-fact questions and example
+    quotes are left out: their words are the documents' own subject."""
+    from pipelines.prompts.texts import INSTRUCTIONS, prompt_texts
 
-    empty = prompts.document_block(None, "")
-    renderers: dict[str, Callable[[], str]] = {
-        "system prompt": lambda: prompts.SYSTEM_PROMPT,
-        "question prompt": lambda: _contents(prompts.question_messages(empty, "")),
-        "quoted question prompt": lambda: _contents(
-            answer_prompts.quoted_question_messages(empty, [], "")
-        ),
+    return {
+        prompt.name: (lambda text=prompt.text: text)
+        for prompt in prompt_texts()
+        if prompt.kind == INSTRUCTIONS
     }
-    for name, template in prompts.TEMPLATES.items():
-        renderers[f"summary prompt ({name})"] = lambda t=template: prompts.summary_task_text(t)
-    return renderers
 
 
 def prompt_phrases() -> PromptPhrases:

@@ -38,7 +38,7 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (PERIOD, r"\bhow\s+long\b|\b(what|which)\s+(\w+\s+){0,3}(term|period|duration)\b"
                  r"|\bhow\s+many\s+(days|weeks|months|years)\b"),
         (DATE, r"\b(what|which)\s+(\w+\s+){0,3}(date|day|year)\b|\bwhen\s+(\w+\s+){0,4}"
-               r"(signed|made|dated|executed|entered|effective|decided|issued|approved|filed|"
+               r"(signed|made|dated|executed|entered|effective|decided|issued|approved|filed|argued|"
                r"expire|expires|end|ends|start|starts|begin|begins)\b"),
         (AMOUNT, r"\bhow\s+(much|many)\b|\b(what|which)\s+(\w+\s+){0,3}(amount|price|fee|"
                  r"fees|cost|sum|rate|percentage|dose|dosage)\b"),
@@ -88,6 +88,7 @@ COURT, PARTY, DOCKET, OUTCOME, JURISDICTION = "court", "party", "docket", "outco
 DOSE, WARNING, CONTRAINDICATION, INDICATION = "dose", "warning", "contraindication", "indication"
 BOXED = "boxed_warning"  # a label's boxed warning: a warning, and only the one in the box
 EXPIRY, RENEWAL, OPEN = "expiry", "renewal", "open"
+RELIEF = "relief"  # what a party asked a court for: an injunction, a declaratory judgment
 # The finer kinds (DATE, PERIOD and AMOUNT are shared with the coarse ones above). In order:
 # the first whose cue a clause matches is its kind, so "expiration date" is an expiry before a
 # date, "notice period to terminate renewal" a period before a renewal, and "what did the
@@ -105,6 +106,14 @@ _PART_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (DOSE, r"\bdos(e|es|age|ages|ing)\b|\bhow\s+(much|many|often)\b.*\b(take|taken|give|given|"
                r"administer|administered)\b"),
         (DOCKET, r"\b(docket|case|file)\s+(number|no\b\.?)|\bnumber\s+of\s+the\s+case\b"),
+        # Asking words only beside a court's words: "what did the plaintiff seek in the suit",
+        # not "what information may the patient request".
+        (RELIEF, r"\bwhat\s+(\w+\s+){0,2}relief\b|\b(move|moved)\s+for\b"
+                 r"|\b(seek|seeks|sought|seeking|request|requests|requested|ask|asks|asked|"
+                 r"pray|prayed)\b.*\b(courts?|suit|sued|sue|sues|complaint|motion|petition|"
+                 r"lawsuit|action|brought)\b"
+                 r"|\b(courts?|suit|sued|complaint|motion|petition|lawsuit)\b.*\b(seek|seeks|"
+                 r"sought|seeking|request|requests|requested|ask|asks|asked)\b"),
         (OUTCOME, r"\bholding\b|\bwhat\s+did\s+(the\s+)?(\w+\s+){0,2}(decide|hold|rule|order|"
                   r"find|conclude|do)\b|\bhow\s+did\s+(the\s+)?(\w+\s+){0,2}(rule|decide)\b"
                   r"|\boutcome\b|\bdisposition\b|\bresult\s+of\s+the\s+(case|appeal|motion|"
@@ -176,6 +185,23 @@ def asked_parts(question: str) -> tuple[AskedPart, ...]:
         if not clause:
             continue
         kind = next((k for k, pattern in _PART_CUES if pattern.search(clause)), OPEN)
-        if all(part.kind != kind for part in parts):
+        if all((part.kind, _which_date(part)) != (kind, _which_date(clause)) for part in parts):
             parts.append(AskedPart(kind, clause))
     return tuple(parts) or (AskedPart(OPEN, question.strip()),)
+
+
+# The events a date question may ask about: "when was it argued, and when was it decided?"
+# asks two dates, each a part of its own.
+_DATE_EVENTS = re.compile(
+    r"\b(?:(?P<argued>argued|heard|submitted)|(?P<decided>decided|issued|filed)"
+    r"|(?P<effective>effective|start|starts|begin|begins|commence\w*)"
+    r"|(?P<made>signed|made|dated|executed|entered))\b",
+    re.IGNORECASE,
+)
+
+
+def _which_date(part: AskedPart | str) -> str | None:
+    """The event a clause asks the date of, if it names one."""
+    clause = part.clause if isinstance(part, AskedPart) else part
+    found = _DATE_EVENTS.search(clause)
+    return found.lastgroup if found else None

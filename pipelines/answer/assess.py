@@ -55,6 +55,7 @@ QUOTABLE_KINDS = frozenset(
     {
         k.JURISDICTION, k.PARTY, k.COURT, k.DATE, k.DOCKET, k.OUTCOME, k.DOSE, k.EXPIRY,
         k.RENEWAL, k.PERIOD, k.AMOUNT, k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED,
+        k.RELIEF,
     }
 )  # fmt: skip
 # Parties need two named in the role to settle "who are the parties".
@@ -119,9 +120,17 @@ def assess(
         found = check_support(value, [], index)
         return found.num_claims > 0 and found.is_supported
 
+    asked = asked_parts(question)
     parts = tuple(
-        check_part(part, answer, quotes, in_document=in_document, question=question)
-        for part in asked_parts(question)
+        check_part(
+            part,
+            answer,
+            quotes,
+            in_document=in_document,
+            question=question,
+            siblings=[other for other in asked if other.kind == part.kind and other != part],
+        )
+        for part in asked
     )
     status, note = _combined(parts)
     return Assessment(status, parts, note, claims=claims)
@@ -202,11 +211,9 @@ def _settles(part: AskedPart, context: Context) -> tuple[int, int] | None:
     if part.kind in (k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED):
         found = role_of(part.kind, part.clause, context, _no_value(part.kind))
         return (0, len(context.text)) if found else None
-    kinds = (k.DATE, k.PERIOD) if part.kind == k.EXPIRY else (part.kind,)
     in_role = [
         value
-        for kind in kinds
-        for value in values_of(kind, context.text)
+        for value in values_of(part.kind, context.text)  # an expiry: a date, a period, no end
         if not value.negated and role_of(part.kind, part.clause, context, value)
     ]
     if not in_role:

@@ -1,6 +1,6 @@
 """The values of each asked kind (pipelines.answer.asked) that a text states, each with a key
 that compares equal however it is written: a place by its canonical name, a date by its
-readings, a period in days or months, a dose by amount and unit, a docket number without its
+readings, a period in days or months, a dose by amount, unit and how often (where written), a docket number without its
 spaces, a name by its words, an outcome by its past form and whether it is negated.
 
 Answers and quotes are read the same way, so "is the value of the answer in the quote" is a
@@ -25,10 +25,12 @@ from pipelines.answer.asked import (
     OUTCOME,
     PARTY,
     PERIOD,
+    RELIEF,
     RENEWAL,
 )
 from pipelines.answer.rejections import NEGATION
 from pipelines.values.claims import find_dates, find_names, find_numbers, normalise_word
+from pipelines.values.dockets import DOCKET_OR_ONE_PIECE, docket_key
 from pipelines.values.durations import find_durations
 from pipelines.values.jurisdictions import find_jurisdictions
 
@@ -49,7 +51,20 @@ class Value:
             return False
         if self.kind == DATE:
             return any(_same_date(a, b) for a in self.key for b in other.key)
+        if self.kind == DOSE:
+            return any(_same_dose(a, b) for a in self.key for b in other.key)
         return bool(self.key & other.key)
+
+
+def _same_dose(a: tuple, b: tuple) -> bool:
+    """Two doses agree in amount and unit, and in how often where both say it: "500 mg every 8
+    hours" is not "500 mg every 12 hours", but "500 mg" may be either."""
+    (amount_a, unit_a, hours_a), (amount_b, unit_b, hours_b) = a, b
+    return (
+        amount_a == amount_b
+        and unit_a == unit_b
+        and (hours_a is None or hours_b is None or hours_a == hours_b)
+    )
 
 
 def _same_date(a: tuple, b: tuple) -> bool:
@@ -83,15 +98,36 @@ GENERIC_NAME_WORDS = frozenset(
     )
 )  # fmt: skip
 _DOSE = re.compile(
-    r"(?<![\w.])(?P<amount>\d+(?:[.,]\d+)?)\s*(?P<unit>mg/kg|mg/m2|mg/m²|mcg/kg|mg|mcg|µg|"
+    r"(?<![\w.])(?P<amount>\d+(?:[.,]\d+)?)\s*(?P<unit>mg/kg/day|mg/kg/d|mcg/kg/day|mg/kg|mg/m2|mg/m²|mcg/kg|mg|mcg|µg|"
     r"micrograms?|milligrams?|grams?|g|ml|mL|units?|IU|tablets?|capsules?|puffs?|drops?)"
     r"(?![\w/])",
     re.IGNORECASE,
 )
 _DOSE_UNITS = {"milligram": "mg", "microgram": "mcg", "µg": "mcg", "gram": "g", "mg/m²": "mg/m2"}
-_DOCKET = re.compile(
-    r"\b(?:Case|Docket|Appeal)?\s*Nos?\.\s*(?P<number>\d[\w]*(?:\s?[-–‑:]\s?\w+)*)"
+# How often, right after a dose: "every 8 hours", "once daily", "three times a day", "q12h".
+_HOW_OFTEN = re.compile(
+    r"[\s,]*(?:(?!(?:or|and|to)\b)[A-Za-z][\w-]*[\s,]+){0,3}"
+    r"(?:every\s+(?P<every>\d+)(?:\s*(?:to|-|–)\s*\d+)?\s*hours?\b|q\s?(?P<q>\d+)\s?h\b"
+    r"|(?P<times>once|twice|two\s+times|three\s+times|four\s+times|[1-4]\s+times)"
+    r"\s+(?:a\s+|per\s+|each\s+)?(?:day|daily)\b|(?P<daily>daily|a\s+day|per\s+day)\b)",
+    re.IGNORECASE,
 )
+_TIMES_A_DAY = {"once": 1, "twice": 2, "two": 2, "three": 3, "four": 4}
+
+
+def _hours_apart(text: str, end: int) -> int | None:
+    """Hours between doses as written right after the dose ending at `end`, else None."""
+    m = _HOW_OFTEN.match(text, end)
+    if m is None:
+        return None
+    if m.group("every") or m.group("q"):
+        return int(m.group("every") or m.group("q"))
+    if m.group("times"):
+        first = m.group("times").split()[0].lower()
+        return 24 // (int(first) if first.isdigit() else _TIMES_A_DAY[first])
+    return 24
+
+
 # Outcomes an order gives, by stem, in their written past form.
 DISPOSITIONS = {
     "affirm": "affirmed",
@@ -187,15 +223,15 @@ def doses(text: str) -> list[Value]:
     for m in _DOSE.finditer(text):
         unit = m.group("unit").lower().rstrip("s") if len(m.group("unit")) > 2 else m.group("unit")
         unit = _DOSE_UNITS.get(unit.lower(), unit.lower())
-        key = (Decimal(m.group("amount").replace(",", ".")), unit)
+        key = (Decimal(m.group("amount").replace(",", ".")), unit, _hours_apart(text, m.end()))
         found.append(Value(DOSE, m.group(0), frozenset({key}), m.start(), m.end()))
     return found
 
 
 def dockets(text: str) -> list[Value]:
     found = []
-    for m in _DOCKET.finditer(text):
-        number = re.sub(r"\s?[-–‑]\s?", "-", m.group("number")).lower()
+    for m in DOCKET_OR_ONE_PIECE.finditer(text):
+        number = docket_key(m.group("number")).lower()
         found.append(Value(DOCKET, m.group(0).strip(), frozenset({number}), m.start(), m.end()))
     return found
 
@@ -247,6 +283,59 @@ def outcomes(text: str) -> list[Value]:
     return found
 
 
+# What a party asks a court for, each by one key however written: "seeking to enjoin" and "an
+# injunction" are one relief. Ordinary forms of civil and appellate practice.
+_RELIEFS = (
+    ("injunction", r"enjoin\w*|injunct\w*|restrain\w*\s+order"),
+    ("declaratory judgment", r"declaratory\s+(?:judgment|relief)|declaration\s+that"),
+    ("damages", r"(?:compensatory\s+|punitive\s+|money\s+|monetary\s+)?damages"),
+    ("summary judgment", r"summary\s+judgment"),
+    ("dismissal", r"dismiss(?:al|ed)?\b|to\s+dismiss"),
+    ("new trial", r"new\s+trial"),
+    ("mandamus", r"(?:writ\s+of\s+)?mandamus"),
+    ("habeas corpus", r"(?:writ\s+of\s+)?habeas(?:\s+corpus)?"),
+    ("certiorari", r"(?:writ\s+of\s+)?certiorari"),
+    ("restitution", r"restitution"),
+    ("specific performance", r"specific\s+performance"),
+    ("attorney's fees", r"attorneys?['’]?\s+fees"),
+    ("rescission", r"rescission|rescind\w*"),
+    ("stay", r"\bstay\s+of\b|to\s+stay\b"),
+    ("vacatur", r"vacatur|to\s+vacate"),
+)
+_RELIEF = re.compile(
+    "|".join(f"(?P<r{i}>\\b(?:{pattern}))" for i, (_, pattern) in enumerate(_RELIEFS)),
+    re.IGNORECASE,
+)
+
+
+def reliefs(text: str) -> list[Value]:
+    """What a party asks a court for, each with its one key."""
+    found = []
+    for m in _RELIEF.finditer(text):
+        key = _RELIEFS[int(m.lastgroup[1:])][0]
+        found.append(Value(RELIEF, m.group(0), frozenset({key}), m.start(), m.end()))
+    return found
+
+
+# A term with no end: "continues in perpetuity", "a perpetual license", "indefinitely".
+_NO_END = re.compile(r"\b(?:in\s+perpetuity|perpetu\w*|indefinite(?:ly)?)\b", re.IGNORECASE)
+
+
+def no_end(text: str) -> list[Value]:
+    """Statements that a term has no end, as one value whatever their wording."""
+    return [
+        Value(
+            EXPIRY,
+            m.group(0),
+            frozenset({"no end"}),
+            m.start(),
+            m.end(),
+            _negated_at(text, m.start()),
+        )
+        for m in _NO_END.finditer(text)
+    ]
+
+
 def renewals(text: str) -> list[Value]:
     """Statements about renewal: the key says whether it is automatic."""
     found = []
@@ -279,12 +368,13 @@ FINDERS = {
     COURT: courts,
     OUTCOME: outcomes,
     RENEWAL: renewals,
+    RELIEF: reliefs,
 }
 
 
 def values_of(kind: str, text: str) -> list[Value]:
     """The values of `kind` that `text` states; an expiry is a date or a period."""
     if kind == EXPIRY:
-        return dates(text) + periods(text)
+        return dates(text) + periods(text) + no_end(text)
     finder = FINDERS.get(kind)
     return finder(text) if finder is not None else []

@@ -53,13 +53,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.answer.asked import asked_kind, holding_first
-from pipelines.answer.assess import PARTLY_SUPPORTED, QUOTED, SUPPORTED, assess, settling_first
+from pipelines.answer.assess import (
+    PARTLY_SUPPORTED,
+    QUOTED,
+    SUPPORTED,
+    answer_by_quotes,
+    assess,
+    settling_first,
+)
 from pipelines.answer.check import (
     FALLBACK_STATUSES,
     NO_ANSWER,
     UNSUPPORTED,
     Verdict,
     judge_answer,
+    quoted_answer,
     verdict_from_quotes,
 )
 from pipelines.answer.cited_pages import checked_citations
@@ -167,6 +175,10 @@ def answer_question(
         quotes = found + rest[: max(num_quotes - len(found), 1)]
     if from_fact is not None and not from_fact.found:
         return _not_found_from_fact(from_fact, quotes, question)
+    if partly_by_fact is not None:
+        completed = _fact_completed_by_quotes(question, partly_by_fact, quotes, sentences)
+        if completed is not None:
+            return completed
     messages = quoted_question_messages(
         document_block(document.title, render_pages(document.pages)), quotes, question
     )
@@ -276,6 +288,41 @@ def _checked_fact(
         citation_source="fact",
         quotes=quotes,
         support=verdict.status,
+    )
+
+
+def _fact_completed_by_quotes(
+    question: str, by_fact: AnswerResult, quotes: Sequence[Evidence], sentences: DocumentSentences
+) -> AnswerResult | None:
+    """A fact that settles part of the question, with the quotes that settle the rest: "Date:
+    June 13, 2013" and the syllabus's "Argued April 23, 2013" for "when was it argued, and when
+    decided?". Only when the two together settle every part (the support check reads them as
+    one answer); None otherwise, and the fact stands alone as partly supported."""
+    taken = {(q.start_char, q.end_char) for q in by_fact.quotes}
+    # The fact's own quote may say the rest ("Argued April 23, 2013—Decided June 13, 2013").
+    read = list(by_fact.quotes) + [q for q in quotes if (q.start_char, q.end_char) not in taken]
+    by_quotes = answer_by_quotes(question, read)
+    if by_quotes is None:
+        return None
+    chosen = [read[i] for i in by_quotes.quotes]
+    text = "\n".join([by_fact.text, *(quoted_answer(quote) for quote in chosen)])
+    together = list(by_fact.quotes) + [q for q in chosen if q not in by_fact.quotes]
+    # Read as the fact and the quotes' own words (their "quoted from p. N" labels are no claim).
+    said = "\n".join([by_fact.text, *(f"“{quote.text}”" for quote in chosen)])
+    verdict = assess(question, said, together, document=sentences.text)
+    if verdict.status != SUPPORTED:
+        return None
+    logger.info("answer done: method=key_fact completed by quotes=%d", len(chosen))
+    stats = {key: value for key, value in by_fact.stats.items() if not key.startswith("support")}
+    return AnswerResult(
+        text=text,
+        method="key_fact",
+        cited_pages=sorted({quote.page for quote in together}),
+        used_passage_ordinals=sorted({quote.passage_ordinal for quote in together}),
+        stats=stats | {"support": SUPPORTED, "num_quotes": len(together)},
+        citation_source="fact",
+        quotes=together,
+        support=SUPPORTED,
     )
 
 

@@ -37,13 +37,6 @@ _LAW_OF = re.compile(
     re.IGNORECASE,
 )
 LAW_OF_REACH_CHARS = 40
-_GOVERNING = re.compile(r"\bgovern\w*|\bconstrued\b|\binterpreted\b|\benforced\b", re.I)
-_LAW_OF = re.compile(
-    r"\blaws?\s+(?:in\s+force\s+in\s+|of\s+)(?:the\s+)?(?:(?:state|commonwealth|province|"
-    r"republic|kingdom)\s+of\s+)?(?:the\s+)?",
-    re.IGNORECASE,
-)
-LAW_OF_REACH_CHARS = 40
 _PARTY_BEFORE = re.compile(r"\b(?:between|among)\b", re.IGNORECASE)
 _CASE_CITATION = re.compile(r"\b\d+\s+(?:[A-Z][\w.]*\s*){1,4}\d+\b|\bSee\b")
 _VERSUS = re.compile(r"(?<![\w.])vs?\.(?=\s|$)")
@@ -63,13 +56,15 @@ _PARTY_AFTER = re.compile(
 # commence as of the date hereof and shall expire on December 31" is when it ends.
 _DATE_CUE = re.compile(
     r"\b(?P<made>made|entered|dated|signed|executed|as\s+of|day\s+of|date[d:]?)\b"
-    r"|\b(?P<decided>decided|filed|argued|issued|submitted)\b"
+    r"|\b(?P<argued>argued|submitted)\b"
+    r"|\b(?P<decided>decided|filed|issued)\b"
     r"|\b(?P<effective>effective|commenc\w*|start\w*|begin\w*)\b"
     r"|\b(?P<end>expir\w*|terminat\w*|until|through|end\w*|renew\w*)\b",
     re.IGNORECASE,
 )
 _DATE_ASKED = (
-    ("decided", re.compile(r"\b(?:decided|issued|filed|argued)\b", re.I)),
+    ("argued", re.compile(r"\b(?:argued|submitted|heard)\b", re.I)),
+    ("decided", re.compile(r"\b(?:decided|issued|filed)\b", re.I)),
     ("effective", re.compile(r"\b(?:effective|start|starts|begin|begins|commence\w*)\b", re.I)),
     ("made", re.compile(r"\b(?:made|entered|dated|signed|executed|agreement\s+date)\b", re.I)),
 )
@@ -78,6 +73,7 @@ _DATE_ACCEPTS = {
     "made": {"made"},
     "effective": {"effective", "made"},
     "decided": {"decided", "made"},
+    "argued": {"argued"},
 }
 DATE_CUE_BEFORE_CHARS, DATE_CUE_AFTER_CHARS = 80, 40
 _DOCUMENT_NOUN = re.compile(
@@ -91,6 +87,9 @@ _ROLE_WORDS = {
             r"|\brecommended\b|\binitial\b|\bmaximum\b|\bper\s+day\b|\bhours?\b",
     k.OUTCOME: r"\bwe\b|\bthis\s+court\b|\bthe\s+court\b|\bjudgment\b|\border\w*\b|\bdecision\b"
                r"|\bhereby\b|\baccordingly\b|\btherefore\b|\bthus\b|\bappeal\b|\bpetition\b",
+    k.RELIEF: r"\bseek\w*|\bsought\b|\brequest\w*|\bask\w*|\bmov(?:e|ed|es|ing)\s+(?:for|to)\b"
+              r"|\bpray\w*|\bmotion\b|\bfiled\s+(?:suit|a\s+complaint|an?\s+action)\b|\bsu(?:ed|ing)\b"
+              r"|\bpetition\w*|\bcomplaint\b",
     k.WARNING: r"\bwarn\w*|\bcaution\w*|\bprecaution\w*|\brisks?\b|\bmay\s+cause\b|\badverse\b"
                r"|\bside\s+effects?\b|\bserious\b|\bfatal\b|\bmonitor\w*",
     # The box's own heading, in capitals ("WARNING: LACTIC ACIDOSIS"), or the box named, not a
@@ -135,7 +134,7 @@ def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
         lead = text[max(0, value.start - 8) : value.start].lower()
         return quote.page <= OPENING_PAGES or written.isupper() or "in the" in lead
     if kind == k.DATE:
-        asked = next((name for name, cue in _DATE_ASKED if cue.search(clause)), None)
+        asked = date_asked(clause)
         if asked is None:
             return _shares_question_noun(clause, text)
         return _date_cue(text, value) in _DATE_ACCEPTS[asked] and not _of_another_document(
@@ -156,12 +155,123 @@ def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
         return _RENEWAL_OF_TERM.search(near) is not None
     if kind == k.OUTCOME:
         return bool(ROLE[k.OUTCOME].search(text)) or text.strip().isupper()
+    if kind == k.RELIEF:
+        # "Tarrant filed suit ..., seeking to enjoin": the asking words before the relief, in
+        # its sentence, and the party the question names there too.
+        before = text[max(0, value.start - RELIEF_REACH_CHARS) : value.start]
+        ends = list(_SENTENCE_END.finditer(before))
+        before = before[ends[-1].end() :] if ends else before
+        named = _named_in(clause)
+        near = text[max(0, value.start - RELIEF_REACH_CHARS) : value.end]
+        return ROLE[kind].search(before) is not None and all(
+            re.search(rf"\b{re.escape(name)}", near, re.IGNORECASE) for name in named
+        )
     if kind == k.DOSE:
         # The dose for what the question names (a population, an infection, a kidney function),
         # not any dose: "the usual adult dose for an ear infection" is not the children's.
+        # Read in the dose's own sentence (a flattened table's row), not the whole quote: the
+        # highlights name renal dosing two sentences after the children's dose.
         asked = specifics(clause, also_generic=("dose doses dosage dosing",))
-        return bool(ROLE[kind].search(text)) and covers(asked, text)
+        return (
+            bool(ROLE[kind].search(text))
+            and covers(asked, _own_sentence(text, value))
+            and not _graded_otherwise(clause, text, value)
+        )
     return bool(ROLE[kind].search(text))
+
+
+# How far around a dose its own sentence is read (a table row has no sentence end).
+DOSE_SCOPE_BEFORE_CHARS, DOSE_SCOPE_AFTER_CHARS = 240, 80
+
+
+def _own_sentence(text: str, value: Value) -> str:
+    """The sentence of `text` that `value` is in, at most the reach above around it."""
+    start = max(0, value.start - DOSE_SCOPE_BEFORE_CHARS)
+    ends = list(_SENTENCE_END.finditer(text, start, value.start))
+    start = ends[-1].end() if ends else start
+    end = min(len(text), value.end + DOSE_SCOPE_AFTER_CHARS)
+    after = _SENTENCE_END.search(text, value.end, end)
+    return text[start : after.start() + 1 if after else end]
+
+
+# How far before a relief the words that ask for it are looked for.
+RELIEF_REACH_CHARS = 160
+# Capitalised words a question may start with or use without naming anyone.
+_NOT_NAMES = frozenset(
+    [
+        "what",
+        "which",
+        "who",
+        "whom",
+        "when",
+        "where",
+        "why",
+        "how",
+        "did",
+        "does",
+        "do",
+        "is",
+        "are",
+        "was",
+        "were",
+        "the",
+        "a",
+        "an",
+        "court",
+        "federal",
+        "state",
+        "district",
+        "supreme",
+        "appeals",
+        "circuit",
+        "plaintiff",
+        "plaintiffs",
+        "defendant",
+        "defendants",
+        "i",
+    ]
+)
+
+
+def _named_in(clause: str) -> list[str]:
+    """The names a question uses for a party: its capitalised words after the first, less
+    question words and courts' words ("What did Tarrant ask the federal district court")."""
+    words = re.findall(r"\b[A-Z][\w'’-]+", clause)[1:] if clause[:1].isupper() else []
+    return [w for w in words if w.lower() not in _NOT_NAMES]
+
+
+# Grades of one scale that a dosing table gives a row each: "Mild/Moderate: 500 mg every 12
+# hours ... Severe: 875 mg every 12 hours". Each word's group: the words of one grade.
+_GRADE = re.compile(
+    r"\b(?P<mild>mild\w*)\b|\b(?P<moderate>moderate\w*)\b|\b(?P<severe>severe\w*)\b", re.IGNORECASE
+)
+# Grades written together name one row ("Mild/Moderate", "mild to moderate", "moderate or severe").
+_GRADES_JOINED = re.compile(r"^[\s/,-]*(?:(?:or|and|to)\b)?[\s/,-]*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.;!?]\s+(?=[A-Z])")
+# How far back from a dose its row's grade is looked for.
+GRADE_REACH_CHARS = 300
+
+
+def _graded_otherwise(clause: str, text: str, value: Value) -> bool:
+    """Whether the question asks a dose of some grade ("for a mild or moderate infection") and
+    the grade nearest before the dose in the quote is another one: a flattened dosing table's
+    next row ("Severe 875 mg every 12 hours or 500 mg every 8 hours")."""
+    wanted = {m.lastgroup for m in _GRADE.finditer(clause)}
+    if not wanted:
+        return False
+    start = max(0, value.start - GRADE_REACH_CHARS)
+    # Within the dose's own sentence: a grade in an earlier sentence is about something else.
+    ends = list(_SENTENCE_END.finditer(text, start, value.start))
+    start = ends[-1].end() if ends else start
+    found = list(_GRADE.finditer(text, start, value.start))
+    if not found:
+        return False
+    row = {found[-1].lastgroup}
+    for earlier, later in zip(reversed(found[:-1]), reversed(found[1:]), strict=True):
+        if not _GRADES_JOINED.match(text[earlier.end() : later.start()]):
+            break
+        row.add(earlier.lastgroup)
+    return not row & wanted
 
 
 # Within this many characters of "renew", the agreement or its term must be named.
@@ -217,6 +327,16 @@ def _of_another_document(text: str, value: Value) -> bool:
     before = text[max(0, value.start - DATE_CUE_BEFORE_CHARS) : value.start]
     nouns = list(_DOCUMENT_NOUN.finditer(before))
     return bool(nouns) and not nouns[-1].group("this")
+
+
+def date_asked(clause: str) -> str | None:
+    """The event a date clause asks about ("argued", "decided", "effective", "made"), if any."""
+    return next((name for name, cue in _DATE_ASKED if cue.search(clause)), None)
+
+
+def date_said(text: str, value: Value) -> str | None:
+    """The event `text` says the date `value` is of, read from the words nearest it."""
+    return _date_cue(text, value)
 
 
 def _date_cue(text: str, value: Value) -> str | None:

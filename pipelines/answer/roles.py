@@ -20,19 +20,20 @@ from pipelines.answer.asked import AskedPart
 from pipelines.answer.entailment import cover
 from pipelines.answer.kind_values import Value, name_words, values_of
 from pipelines.answer.quote_context import Quoted, in_context, shifted
-from pipelines.answer.role_words import ROLE, role_of
+from pipelines.answer.role_words import ROLE, date_asked, date_said, role_of
 from pipelines.answer.specifics import covers, specifics
 from pipelines.citations import remove_citations
 from pipelines.retrieval.bm25 import terms
 from pipelines.values.claims import normalise_word
 
-SETTLED, UNSETTLED, ELSEWHERE, NOT_STATED, ABSENT, CONTRADICTED = (
+SETTLED, UNSETTLED, ELSEWHERE, NOT_STATED, ABSENT, CONTRADICTED, INCOMPLETE = (
     "settled",  # the value is in a quote that gives it the role asked about
     "unsettled",  # in a quote, but the quote does not say it in that role
     "elsewhere",  # not in the quotes; the document holds it elsewhere
     "not_stated",  # the answer states no value of the kind asked
     "absent",  # the value is in no quote and not in the document
     "contradicted",  # a quote in the role states something else
+    "incomplete",  # a dose in its role, without how often, which the quote says
 )
 # The share of an answer's new words that a quote must hold for it to be partly supported.
 MIN_PARTIAL_COVER = 0.5
@@ -55,6 +56,7 @@ _KIND_WORDS = {
     k.BOXED: "the boxed warning",
     k.CONTRAINDICATION: "the contraindication",
     k.INDICATION: "what it is indicated for",
+    k.RELIEF: "the relief sought",
 }
 _POLAR = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
 _LEXICAL_KINDS = frozenset({k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED, k.OPEN})
@@ -63,7 +65,7 @@ _LEXICAL_KINDS = frozenset({k.WARNING, k.CONTRAINDICATION, k.INDICATION, k.BOXED
 @dataclass(frozen=True)
 class PartCheck:
     part: AskedPart
-    state: str  # SETTLED, UNSETTLED, ELSEWHERE, NOT_STATED, ABSENT or CONTRADICTED
+    state: str  # SETTLED, UNSETTLED, ELSEWHERE, NOT_STATED, ABSENT, CONTRADICTED, INCOMPLETE
     quotes: tuple[int, ...] = ()  # the quotes that settle it (or hold its value), by index
     value: str = ""  # the answer's value, as written
 
@@ -90,6 +92,8 @@ class PartCheck:
             return f"{what} it gives is found elsewhere in the document, not in the quotes"
         if self.state == CONTRADICTED:
             return f"the quotes state {what} otherwise"
+        if self.state == INCOMPLETE:
+            return f"it gives “{self.value}” without how often, which the quotes say"
         return f"the quotes do not hold {what} it gives"
 
 
@@ -144,9 +148,12 @@ def check_part(
     *,
     in_document: Callable[[str], bool] = lambda _: False,
     question: str = "",
+    siblings: Sequence[AskedPart] = (),
 ) -> PartCheck:
     """How `answer` stands on `part` against `quotes`. `in_document(value text)`: whether the
-    document holds a value that no quote does."""
+    document holds a value that no quote does. `siblings`: the question's other parts of the
+    same kind ("when was it argued" beside "when was it decided"): a value that a quote gives
+    in a sibling's role is that part's answer, not a wrong one of this part."""
     text = remove_citations(answer)
     if part.kind in _LEXICAL_KINDS:
         return _lexical(part, text, quotes, question or part.clause)
@@ -160,7 +167,11 @@ def check_part(
         if _contradicted(part, value, quotes):
             return PartCheck(part, CONTRADICTED, value=value.text)
         if in_role:
+            if _how_often_left_out(part, value, quotes, in_role):
+                return PartCheck(part, INCOMPLETE, (in_role[0],), value.text)
             settling.append(in_role[0])
+            continue
+        if _answers_a_sibling(part, value, text, siblings, quotes):
             continue
         if holding:
             unsettled = unsettled or (holding[0], value.text)
@@ -169,10 +180,38 @@ def check_part(
         return PartCheck(part, state, value=value.text)
     if unsettled is not None:
         return PartCheck(part, UNSETTLED, (unsettled[0],), unsettled[1])
+    if not settling:  # every value it gives answers another part
+        return PartCheck(part, NOT_STATED)
     indices = tuple(dict.fromkeys(settling))
     if part.kind == k.PARTY and _asks_plural(part.clause) and len(values) < 2:
         return PartCheck(part, UNSETTLED, indices, values[0].text)
     return PartCheck(part, SETTLED, indices, values[0].text)
+
+
+def _how_often_left_out(
+    part: AskedPart, value: Value, quotes: Sequence[Quoted], in_role: Sequence[int]
+) -> bool:
+    """Whether a dose is given without how often ("500 mg") where every quote that gives it in
+    its role says how often ("500 mg every 12 hours"): half a dose, as a pharmacist reads it."""
+    if part.kind != k.DOSE or any(hours is not None for *_, hours in value.key):
+        return False
+    held = [v for i in in_role for v in _holds(value, quotes[i].text)]
+    return bool(held) and all(hours is not None for v in held for *_, hours in v.key)
+
+
+def _answers_a_sibling(
+    part: AskedPart,
+    value: Value,
+    answer: str,
+    siblings: Sequence[AskedPart],
+    quotes: Sequence[Quoted],
+) -> bool:
+    """Whether `value`, not in `part`'s role, is a sibling part's answer: a quote gives it in the
+    sibling's role, and the answer does not give it as this part's ("argued on June 13" is
+    the answer's word for the argument date, however the quotes read June 13)."""
+    if part.kind == k.DATE and date_said(answer, value) == date_asked(part.clause) is not None:
+        return False
+    return any(_quotes_for(sibling, value, quotes)[0] for sibling in siblings)
 
 
 def _states_role(kind: str, answer: str) -> bool:

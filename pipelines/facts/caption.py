@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pipelines.facts.judges import MAX_OPENING_CHARS, line_of, opening_end, read_judges
 from pipelines.facts.structured import Found, clipped, origin_on_page
 from pipelines.retrieval.evidence import DocumentSentences
+from pipelines.values.dockets import DOCKET, docket_key
 
 MAX_SIDE_LINES = 10
 MAX_PARTIES_PER_SIDE = 8
@@ -53,10 +54,6 @@ _CAPACITY = re.compile(
     re.IGNORECASE,
 )
 _AND = re.compile(r",?\s+and\s+(?=[A-Z])|;\s*")
-_DOCKET = re.compile(
-    r"\b(?P<label>(?:Case|Docket|Appeal|Civil\s+Action|Criminal\s+Action)\s+)?Nos?\.\s*"
-    r"(?P<number>(?=[\w.]*\d)[A-Z0-9][\w.]*(?:\s?[-–‑:]\s?[\w.]*\w)+)"
-)
 # A docket number of the court below: a qualifier before "No." or the line that names it.
 _LOWER_QUALIFIER = re.compile(
     r"(?:D\.\s?C\.|District\s+Court|Trial\s+Court|Lower\s+Court|Superior\s+Court|Circuit\s+Court|"
@@ -69,6 +66,48 @@ _FROM_BELOW = re.compile(
     r"review\s+of\s+(?:a|an|the)\s+(?:decision|order|judgment))\b",
     re.IGNORECASE,
 )
+
+
+# An opinion cites its own case's decision below by number alone, without a case name:
+# "The District Court granted summary judgment ... See No. CIV-07-0045-HE, 2010 WL 2817220
+# (WD Okla., July 16, 2010)". A citation of another case names it ("Smith v. Jones, No. ...").
+_LOWER_COURT_CITED = re.compile(
+    r"[^()]{0,80}\(\s*(?:[NSEWMC]\.?\s?D\.?|D\.|Bankr\.|Dist\.\s?Ct\.|Super\.\s?Ct\.|"
+    r"Tax\s?Ct\.|Ct\.\s?App\.)\s?[A-Z]"
+)
+_NAMED_CASE = re.compile(r"\bv\.\s|\bIn\s+re\b|\bex\s+rel\.", re.IGNORECASE)
+_CITED_AS = re.compile(r"(?:\bSee\b|\bsee\b|\bcf\.|[(;]|^)\s*(?:also\s+)?$")
+
+
+def _own_history_docket(sentences: DocumentSentences, own: Found | None) -> Found | None:
+    """The lower court's number where the opinion cites that court's decision in this case:
+    "No." right after "See" (no case name before it), a district or trial court's citation
+    form after it, and a lower court named in the sentence or the one before."""
+    text = sentences.text
+    for match in DOCKET.finditer(text):
+        if not _LOWER_COURT_CITED.match(text, match.end()):
+            continue
+        line = text[max(0, match.start() - 60) : match.start()]
+        if not _CITED_AS.search(line) or _NAMED_CASE.search(line):
+            continue
+        before = text[max(0, match.start() - 300) : match.start()]
+        if not re.search(r"\b(?:District|Trial|Superior|Bankruptcy)\s+Court\b", before):
+            continue
+        number = docket_key(match.group("number"))
+        if own is not None and f"No. {number}" == own.normalized:
+            continue
+        # Quoted with the sentence before it, which names the court: "The District Court
+        # granted summary judgment ... See No. ...".
+        spans = tuple(sentences.overlapping(match.start(), match.end()))
+        index = sentences.spans.index(spans[0]) if spans and spans[0] in sentences.spans else -1
+        if index > 0:
+            spans = (sentences.spans[index - 1], *spans)
+        # As written, less the line break a PDF puts beside a dash ("CIV–07–  0045–HE").
+        value = re.sub(r"\s*([-–‑])\s*", r"\1", " ".join(text[match.start() : match.end()].split()))
+        value = value.rstrip(".")
+        where = origin_on_page("citation of the decision below", sentences, match.start())
+        return Found(value, f"No. {number}", spans or ((match.start(), match.end()),), where)
+    return None
 
 
 @dataclass(frozen=True)
@@ -101,6 +140,10 @@ def read_caption(sentences: DocumentSentences) -> dict[str, Found]:
             where = origin_on_page("caption", sentences, with_roles[0].start)
             found["parties"] = Found(parties, parties, (span,), where)
     found.update(_dockets(sentences, end))
+    if "lower_docket_number" not in found:
+        cited = _own_history_docket(sentences, found.get("docket_number"))
+        if cited is not None:
+            found["lower_docket_number"] = cited
     judges = read_judges(sentences, end)
     if judges is not None:
         found["judges"] = judges
@@ -255,11 +298,11 @@ def _dockets(sentences: DocumentSentences, end: int) -> dict[str, Found]:
     text = sentences.text
     own: Found | None = None
     lower: Found | None = None
-    for match in _DOCKET.finditer(text, 0, end):
+    for match in DOCKET.finditer(text, 0, end):
         line_start = text.rfind("\n", 0, match.start()) + 1
         before = text[line_start : match.start() + (len(match.group("label") or ""))]
         previous = text[max(0, text.rfind("\n", 0, max(0, line_start - 1)) + 1) : match.start()]
-        number = re.sub(r"\s?[–‑]\s?", "-", match.group("number")).rstrip(".")
+        number = docket_key(match.group("number"))
         normalized = f"No. {number}"
         span = line_of(text, match.start(), match.end())
         is_lower = bool(_LOWER_QUALIFIER.search(before + "No.")) and before.strip() != ""

@@ -11,6 +11,7 @@ from pipelines.facts.context import FieldContext
 from pipelines.facts.reading import Reading, cleaned_answer, find_phrase
 from pipelines.facts.values_parties import MAX_NAME_WORDS, capitalised, names_reading
 from pipelines.retrieval.evidence import Evidence
+from pipelines.values.dockets import DOCKET, docket_key
 
 MAX_TITLE_WORDS = 12
 # Words that name the kind of a legal document: a title holds one.
@@ -31,9 +32,6 @@ _CAPACITY = re.compile(r",\s*(?:in\s+(?:his|her|their|its)\s+official|individual
 _COURT_WORD = re.compile(r"\bcourt\b", re.IGNORECASE)
 _COURT_LEAD = re.compile(r"^\s*in\s+the\s+", re.IGNORECASE)
 _COURT_CONTINUATION = re.compile(r"^\s*(?:for|of)\s+the\b", re.IGNORECASE)
-_DOCKET = re.compile(
-    r"\b(?:(?:Case|Docket|Appeal|Civil\s+Action)\s+)?Nos?\.\s*(?P<number>\d[\w]*(?:\s?[-–‑:]\s?\w+)+)"
-)
 
 
 def _lines(sentence: Evidence) -> list[tuple[int, str]]:
@@ -186,20 +184,20 @@ def read_court_rule(context: FieldContext) -> Reading | None:
 def _dockets(sentences: list[Evidence]) -> list[Reading]:
     found = []
     for sentence in sentences:
-        for match in _DOCKET.finditer(sentence.text):
+        for match in DOCKET.finditer(sentence.text):
             start, end = sentence.start_char + match.start(), sentence.start_char + match.end()
-            number = re.sub(r"\s?[–‑]\s?", "-", match.group("number"))
+            number = docket_key(match.group("number"))
             found.append(Reading(" ".join(match.group(0).split()), f"No. {number}", start, end))
     return found
 
 
 def read_docket_model(context: FieldContext, answer: str) -> Reading | None:
     text = cleaned_answer(answer)
-    match = _DOCKET.search(text) or re.search(r"\d[\w]*(?:\s?[-–‑:]\s?\w+)+", text)
+    match = DOCKET.search(text) or re.search(r"\d[\w]*(?:\s?[-–‑:]\s?\w+)+", text)
     if match is None:
         return None
     number = match.groupdict().get("number") or match.group(0)
-    wanted = "No. " + re.sub(r"\s?[–‑]\s?", "-", number)
+    wanted = "No. " + docket_key(number)
     found = _dockets([*context.quotes, *context.sentences])
     return next((reading for reading in found if reading.normalized == wanted), None)
 

@@ -21,6 +21,7 @@ from pipelines.answer.asked import (
     PARTY,
     PERIOD,
     PLACE,
+    RELIEF,
     RENEWAL,
     WARNING,
     asked_kind,
@@ -93,7 +94,7 @@ def test_quotes_that_state_the_kind_come_first_each_group_in_its_order() -> None
     [
         ("When does the agreement expire, and does it renew automatically?",
          [EXPIRY, RENEWAL]),
-        ("What relief did the plaintiff seek and did she get it?", [OPEN, OUTCOME]),
+        ("What relief did the plaintiff seek and did she get it?", [RELIEF, OUTCOME]),
         ("Who are the parties and what did the court decide?", [PARTY, OUTCOME]),
         ("What was the court's holding?", [OUTCOME]),
         ("Which court decided the case?", [COURT]),

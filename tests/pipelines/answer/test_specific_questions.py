@@ -73,6 +73,35 @@ def test_a_dose_for_another_population_does_not_settle_a_narrower_question() -> 
     assert _assess("What is the dose?", "10 mg orally once daily.", LABEL).status == SUPPORTED
 
 
+# A dosing table flattened to text: each grade's row runs into the next one's.
+GRADED_TABLE = [
+    (
+        2,
+        "Table 1. Dosing for Adults Infection Severity Usual Adult Dose Skin/Soft Tissue "
+        "Mild/Moderate 400 mg every 12 hours or 200 mg every 8 hours Severe 800 mg every 12 "
+        "hours or 400 mg every 8 hours Bone/Joint Moderate or Severe 800 mg every 12 hours",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("What is the usual adult dose for a mild skin infection?", "200 mg every 8 hours.", True),
+        ("What is the usual adult dose for a mild skin infection?", "400 mg every 8 hours.", False),
+        ("What is the adult dose for a severe skin infection?", "800 mg every 12 hours.", True),
+        # Half a dose: the table says how often, the answer does not.
+        ("What is the usual adult dose for a mild skin infection?", "400 mg.", False),
+        # "Moderate or Severe" is one row: both grades are its own.
+        ("What is the adult dose for a moderate bone infection?", "800 mg every 12 hours.", True),
+    ],
+)
+def test_a_dose_of_another_grade_s_row_does_not_settle_the_grade_asked(
+    question, answer, expected
+) -> None:
+    assert (_assess(question, answer, GRADED_TABLE).status == SUPPORTED) is expected
+
+
 @pytest.mark.parametrize(
     ("rows", "expected"),
     [(LABEL, SUPPORTED), (NO_BOX, None)],
@@ -219,3 +248,103 @@ def test_how_long_an_agreement_remains_in_force_asks_its_term_not_its_renewal() 
     question = "For how long does the agreement remain in force?"
     found = fact_answer(question, facts, sentences, document.passages)
     assert found is not None and found.fact.field == "expiration_date"
+
+
+SLIP_OPINION = [
+    (1, "Argued March 4, 2031—Decided May 20, 2031. The Lakeland Compact allocates water among "
+        "three States."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("It was argued on March 4, 2031 and decided on May 20, 2031.", SUPPORTED),
+        # Both dates are in the quote, each of the other event: not supported.
+        ("It was argued on May 20, 2031 and decided on March 4, 2031.", PARTLY_SUPPORTED),
+        # One date answers one of the two questions asked.
+        ("It was decided on May 20, 2031.", PARTLY_SUPPORTED),
+    ],
+)
+def test_two_dates_asked_are_two_parts_each_in_its_own_role(answer, expected) -> None:
+    question = "When was the case argued, and when was it decided?"
+    assert _assess(question, answer, SLIP_OPINION).status == expected
+
+
+def test_a_fact_that_answers_part_of_a_question_is_completed_by_the_quote_of_the_rest() -> None:
+    document = make_document([SLIP_OPINION[0][1]])
+    sentences = DocumentSentences(document.pages)
+    start = sentences.text.index("May 20")
+    facts = [KnownFact("decision_date", "Date", "May 20, 2031", spans=sentences.spans[:1])]
+    assert sentences.spans[0][0] <= start < sentences.spans[0][1]
+    # (Worded as the field's own question: without an embedder, facts match by shared words.)
+    result = answer_question(
+        document,
+        "What date was the case argued, and what date was it decided?",
+        _SaysNotStated(),
+        max_new_tokens=20,
+        facts=facts,
+    )
+    assert result.support == SUPPORTED and result.method == "key_fact"
+    assert "March 4, 2031" in result.text and "May 20, 2031" in result.text
+    # The fact alone answers a question of one date.
+    alone = answer_question(
+        document,
+        "On what date was this case decided?",
+        _SaysNotStated(),
+        max_new_tokens=20,
+        facts=facts,
+    )
+    assert alone.support == SUPPORTED and "March 4" not in alone.text
+
+
+COMPLAINT = [
+    (2, "The District Court granted summary judgment for the Board on both claims."),
+    (2, "Harlow Mills filed suit against the Board in federal court, seeking to enjoin "
+        "enforcement of the state permit statutes."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("What did Harlow Mills ask the federal court to do when it sued?",
+         "It asked the court to enjoin enforcement of the statutes.", SUPPORTED),
+        # Summary judgment is in the quotes, but as what the court granted, not as what was sought.
+        ("What did Harlow Mills ask the federal court to do when it sued?",
+         "Harlow Mills asked for summary judgment.", PARTLY_SUPPORTED),
+        # The quote's asker is not the one the question names.
+        ("What relief did Keating seek in the suit?",
+         "An injunction against the statutes.", PARTLY_SUPPORTED),
+    ],
+)  # fmt: skip
+def test_relief_sought_is_what_the_party_asked_for(question, answer, expected) -> None:
+    assert _assess(question, answer, COMPLAINT).status == expected
+    quoted = answer_by_quotes(question, _quotes(COMPLAINT))
+    assert (quoted is not None and quoted.quotes == (1,)) is ("Keating" not in question)
+
+
+def test_a_dose_is_read_in_its_own_sentence_not_beside_another_population_s() -> None:
+    rows = [
+        (1, "In adults, 750 mg every 12 hours. In children older than 3 months, 25 mg/kg/day "
+            "every 12 hours. Patients with GFR below 30 mL/min should not take the 875 mg "
+            "tablet."),
+    ]  # fmt: skip
+    question = "How much should a patient whose GFR is below 30 mL/min take?"
+    assert _assess(question, "25 mg/kg/day every 12 hours.", rows).status != SUPPORTED
+    assert _assess(question, "750 mg every 12 hours.", rows).status != SUPPORTED
+    assert _assess("How much should children older than 3 months take?",
+                   "25 mg/kg/day every 12 hours.", rows).status == SUPPORTED  # fmt: skip
+
+
+def test_a_term_with_no_end_answers_how_long_the_agreement_lasts() -> None:
+    rows = [
+        (2, "Section 4.1. Term. The term of this Agreement commences on the Effective Date and "
+            "continues in perpetuity, unless terminated under Section 4.2."),
+    ]  # fmt: skip
+    question = "How long does the agreement last?"
+    assert _assess(question, "It continues in perpetuity.", rows).status == SUPPORTED
+    assert _assess(question, "Expiration: perpetual [p. 2]", rows).status == SUPPORTED
+    assert _assess(question, "Five years.", rows).status != SUPPORTED
+    by_quotes = answer_by_quotes(question, _quotes(rows))
+    assert by_quotes is not None and by_quotes.status == SUPPORTED

@@ -203,3 +203,35 @@ def test_a_period_a_duty_lasts_after_the_term_is_not_the_term() -> None:
     term = "8.1 Term. This Agreement shall remain in effect for a period of four (4) years."
     found = read_term(DocumentSentences([PageText(8, survival), PageText(9, term)]))
     assert found is not None and found.normalized == "P4Y"
+
+
+def test_the_number_below_from_the_opinion_s_citation_of_its_own_case() -> None:
+    """A slip opinion's caption gives only its own number; the district court's is where the
+    opinion cites that court's decision in this case, by number alone."""
+    from pipelines.documents import PageText
+    from pipelines.facts.caption import read_caption
+    from pipelines.retrieval.evidence import DocumentSentences
+
+    pages = [
+        PageText(1, "SUPREME COURT OF THE UNITED STATES\nNo. 31-118\nHARLOW MILLS v. LAKE BOARD"),
+        PageText(
+            2,
+            "Harlow Mills relied on Brandt v. Lowe, No. 14-5521 (ND Ill., 2015), decided by a "
+            "District Court elsewhere. The District Court granted summary judgment for the "
+            "Board on both claims. See No. CIV–29–  0112–RK, 2030 WL 123456 (ED Tex., May 2, "
+            "2030). We affirm.",
+        ),
+    ]
+    found = read_caption(DocumentSentences(pages))
+    assert found["docket_number"].normalized == "No. 31-118"
+    lower = found["lower_docket_number"]
+    assert (lower.normalized, lower.origin) == (
+        "No. CIV-29-0112-RK",
+        "citation of the decision below, p. 2",
+    )
+    text = DocumentSentences(pages).text
+    assert lower.value == "No. CIV–29–0112–RK"  # as written, less the PDF's line break
+    assert any("District Court granted" in text[s:e] for s, e in lower.spans)
+    # Without the citation of its own case, none: another case's number is not it.
+    pages[1] = PageText(2, pages[1].text.split(" See No.")[0])
+    assert "lower_docket_number" not in read_caption(DocumentSentences(pages))
