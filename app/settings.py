@@ -173,6 +173,11 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(default=4, ge=0)
     llm_backoff_s: float = Field(default=1.0, ge=0)
     llm_backoff_max_s: float = Field(default=30.0, ge=0)
+    # How JSON-schema structured output (key facts, table answers) is asked for: "json_schema"
+    # (OpenAI's response_format: vLLM, SGLang, Ollama 0.5+), "llamacpp" (llama.cpp's
+    # response_format json_object with a schema), "off" (plain text, our own parsing); "auto"
+    # tells llama.cpp by /v1/models' owned_by, else json_schema. worker/model/structured_output.py
+    llm_structured_output: Literal["auto", "json_schema", "llamacpp", "off"] = "auto"
 
     # --- The web UI (ui/) ---
     # "" leaves the UI open (fine on one's own machine); production refuses "". Make a hash with

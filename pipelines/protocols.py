@@ -37,9 +37,9 @@ class ChatModel(Protocol):
     as the prefix) is served from the engine's prefix cache, so put the document first.
 
     `response_schema`: a JSON schema the reply should match, for a short structured answer
-    (a key fact). A model that can guide its output by one (a model server's `response_format`)
-    does; one that cannot (our engine) ignores it. Either way the caller parses the reply as it
-    comes, JSON or plain text.
+    (a key fact, a table row). A model that can guide its output by one (a model server's
+    `response_format`) does; one that cannot (our engine) ignores it. Either way the caller
+    parses the reply as it comes, JSON or plain text.
     """
 
     @property

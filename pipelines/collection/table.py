@@ -12,7 +12,10 @@ most of the job's time on a CPU (bench/results/collection_question.md). All thos
 prompts go to the model in ONE ChatModel.complete_many call, which the engine batches. Each
 answer, its sentences that repeat the prompt dropped (pipelines.prompts.echo), is checked as a
 one-document answer is (pipelines.answer.check.judge_answer); when it
-falls back, the row's answer is the best quote.
+falls back, the row's answer is the best quote. A model that follows a JSON schema (a model
+server's structured output) answers each document as a row of
+pipelines.collection.table_reply.ROW_SCHEMA (answer, page, quote); its quote counts only once
+the document holds it verbatim, and the answer is checked the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pipelines.answer.check import FALLBACK_STATUSES, NO_ANSWER, judge_answer
 from pipelines.answer.from_facts import fact_for
 from pipelines.collection.answer import CollectionResult
 from pipelines.collection.sources import CitedPage, SourceDocument, SourceQuote
+from pipelines.collection.table_reply import ROW_SCHEMA, check_quote, judged_inputs, row_from_reply
 from pipelines.model_calls import CallLog, fits
 from pipelines.prompts.echo import drop_prompt_sentences
 from pipelines.prompts.quoted_question import quoted_question_messages, task_words
@@ -91,22 +95,36 @@ def answer_each(
         asked.append((source, quotes, _messages(source, quotes, question, model)))
     calls = CallLog(model)
     outputs = calls.run_many(
-        "answer", [m for _, _, m in asked], max_new_tokens=max_new_tokens, on_progress=on_progress
+        "answer",
+        [m for _, _, m in asked],
+        max_new_tokens=max_new_tokens,
+        on_progress=on_progress,
+        response_schema=ROW_SCHEMA,
     )
-    num_echoes = 0
+    num_echoes = num_json = num_made_up = 0
     for (source, quotes, _), output in zip(asked, outputs, strict=True):
+        # A reply as JSON of ROW_SCHEMA (pipelines.collection.table_reply), or plain text.
+        row = row_from_reply(output)
         # A sentence that repeats the prompt is no part of the answer (pipelines.prompts.echo).
-        written, dropped = drop_prompt_sentences(output, document=source.sentences.text)
+        written, dropped = drop_prompt_sentences(
+            output if row is None else row.answer, document=source.sentences.text
+        )
         num_echoes += dropped
+        judged, given = written, list(quotes)
+        if row is not None:
+            check = check_quote(row.quote, source.sentences, quotes)
+            judged, given = judged_inputs(row, written, check, quotes)
+            num_json += 1
+            num_made_up += bool(check and check.is_made_up)
         verdict = judge_answer(
-            written,
-            quotes,
+            judged,
+            given,
             source.sentences,
             source.document.passages,
             question=question,
             echo_of=task_words(question),
         )
-        best = verdict.quotes[0] if verdict.quotes else quotes[0]
+        best = verdict.quotes[0] if verdict.quotes else given[0]
         is_fallback = verdict.by_quote or verdict.status in FALLBACK_STATUSES
         rows[source.document_id] = DocumentRow(
             source.document_id,
@@ -125,6 +143,10 @@ def answer_each(
         "num_from_facts": num_facts,
         "num_asked": len(asked),
         "num_prompt_sentences_dropped": num_echoes,
+        # Replies that came as JSON of ROW_SCHEMA (a model server's structured output), and
+        # those whose quote the document does not hold (judged as made up).
+        "num_json_replies": num_json,
+        "num_quotes_not_in_document": num_made_up,
     }
     logger.info(
         "collection table done: documents=%d from_facts=%d asked=%d",

@@ -12,11 +12,13 @@ prompt judged to fit does fit. The context length is the server's (`max_model_le
 /v1/models, as vLLM gives it), else the `llm_context_tokens` setting.
 
 Structured output: `complete_many(..., response_schema=...)` asks for JSON matching a JSON
-schema (`response_format` type json_schema, which vLLM and SGLang honour). A server that
-refuses it is asked again in plain text, for good; a reply that does not match the schema is
-asked again once, then its text is returned for the caller's own parsing. A server that ignores
-the schema (plain text, not JSON, SCHEMA_IGNORED_LIMIT times in a row) is asked in plain text
-from then on, so it does not cost every request twice.
+schema, in the request shape of the server's family (worker/model/structured_output.py:
+OpenAI's `response_format` json_schema for vLLM, SGLang and Ollama, llama.cpp's own). A
+server that refuses it is asked again in plain text, for good; a reply that does not match the
+schema is asked again once (not one cut by the token limit), then its text is returned for the
+caller's own parsing. A server that ignores the schema (plain text, not JSON,
+SCHEMA_IGNORED_LIMIT times in a row) is asked in plain text from then on, so it does not cost
+every request twice.
 
 Faults, each a ModelServerError with a code and a sentence (worker/jobs/job_run.py stores it on
 the job; the job can be run again): no connection ("the model server at HOST did not answer"),
@@ -57,6 +59,7 @@ from worker.model.server_api import (
     list_models,
     raise_for_status,
 )
+from worker.model.structured_output import OFF, request_fields, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +122,10 @@ class _Shared:
         self.lock = threading.Lock()
         self.model: str | None = config.model or None
         self.context_tokens: int | None = None
-        self.takes_schema = True
+        # The request shape for a JSON schema (worker/model/structured_output.py), resolved
+        # from /v1/models when "auto"; "off" never asks for one.
+        self.structured_output = config.structured_output
+        self.takes_schema = config.structured_output != OFF
         self.schema_ignored = 0  # replies in a row, each asked twice, that were not JSON at all
 
 
@@ -171,6 +177,7 @@ class OpenAIChatModel:
             entry = next((m for m in listed if m.get("id") == shared.model), None)
             length = context_length(entry) if entry is not None else None
             shared.context_tokens = length or self.config.context_tokens
+            shared.structured_output = resolve(self.config.structured_output, listed, shared.model)
 
     @property
     def max_context_tokens(self) -> int:
@@ -261,6 +268,10 @@ class OpenAIChatModel:
                 if _matches(reply.text, schema):
                     shared.schema_ignored = 0
                     return _with(reply, structured=True)
+                if reply.stats.get("finish_reason") == "length":
+                    # Cut by the token limit: asked again, it is cut again, and it says nothing
+                    # of whether the server follows the schema. The caller reads what it got.
+                    return _with(reply, structured=False)
                 logger.warning("model server reply does not match the schema; asking once more")
                 tracker.restart(index)
                 reply = self._request(index, messages, max_new_tokens, schema, tracker, stop)
@@ -296,10 +307,7 @@ class OpenAIChatModel:
             "stream_options": {"include_usage": True},
         }
         if schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": schema, "strict": True},
-            }
+            body |= request_fields(self._shared.structured_output, schema)
         busy_tries, bad_tries = 0, 0
         while True:
             self._check_deadline()

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-# The error text of a server that refuses response_format (400/422): its words, lowercase.
+# The error text of a server that refuses response_format (400/422; 500 from an old llama.cpp).
 _FORMAT_WORDS = ("response_format", "json_schema", "guided", "structured")
 
 
@@ -36,6 +36,7 @@ class ServerConfig:
     max_retries: int = 4
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
+    structured_output: str = "auto"  # worker/model/structured_output.py's MODES
 
     @classmethod
     def from_settings(cls, settings: Any) -> ServerConfig:
@@ -49,6 +50,7 @@ class ServerConfig:
             max_retries=settings.llm_max_retries,
             backoff_s=settings.llm_backoff_s,
             backoff_max_s=settings.llm_backoff_max_s,
+            structured_output=settings.llm_structured_output,
         )
 
     @property
@@ -83,12 +85,14 @@ def raise_for_status(response: httpx.Response, config: ServerConfig, *, schema: 
             f"The model server at {config.host} refused the API key (HTTP {status}): set "
             "LONGDOC_LLM_API_KEY (or LONGDOC_LLM_API_KEY_FILE) to a key it accepts.",
         )
-    if status == 429 or status >= 500:
-        raise Busy(status, retry_after(response))
-    if schema and status in (400, 422):
+    # llama.cpp servers from before type json_schema refuse it with a 500, not a 400: a
+    # refusal that names the format is no busy server.
+    if schema and status in (400, 422, 500):
         words = response.text.lower()
         if any(word in words for word in _FORMAT_WORDS):
             raise SchemaRefused()
+    if status == 429 or status >= 500:
+        raise Busy(status, retry_after(response))
     if status == 404:
         raise ModelServerError(
             "model_server_no_model",

@@ -28,9 +28,19 @@ class BatchingEcho(EchoModel):
     """The echo model with complete_many, counting its calls (the engine batches them)."""
 
     num_batches: list[int] = field(default_factory=list)
+    schemas: list[dict | None] = field(default_factory=list)  # response_schema of each call
 
-    def complete_many(self, conversations, *, max_new_tokens, on_progress=None, on_tokens=None):
+    def complete_many(
+        self,
+        conversations,
+        *,
+        max_new_tokens,
+        on_progress=None,
+        on_tokens=None,
+        response_schema=None,
+    ):
         self.num_batches.append(len(conversations))
+        self.schemas.append(response_schema)
         return [self.complete(m, max_new_tokens=max_new_tokens) for m in conversations]
 
 

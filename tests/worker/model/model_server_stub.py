@@ -43,9 +43,56 @@ def error(status: int, message: str = "no", **headers: str) -> Reply:
     return Reply(status=status, body=body, content_type="application/json", headers=headers)
 
 
+# What each server family says of itself as /v1/models' owned_by.
+OWNED_BY = {"vllm": "vllm", "ollama": "library", "llamacpp": "llamacpp", "llamacpp-old": "llamacpp"}
+
+
+def schema_read(kind: str, body: dict) -> tuple[dict | None, Reply | None]:
+    """The JSON schema a server of `kind` reads from a chat completion request's body (None:
+    it reads none, and writes plain text), or the error it answers instead; after their code:
+    vLLM's protocol.py (response_format type json_schema needs json_schema.schema), Ollama's
+    openai/openai.go FromChatRequest (json_schema.schema becomes the native `format`; other
+    types and fields are ignored), llama.cpp's server oaicompat_chat_params_parse (json_object
+    takes response_format.schema or the top-level json_schema; json_schema takes
+    json_schema.schema; "llamacpp-old", a server from before that, refuses type json_schema
+    with a 500, as such versions did)."""
+    response_format = body.get("response_format")
+    kind_of = response_format.get("type", "") if isinstance(response_format, dict) else ""
+    wrapped = (response_format or {}).get("json_schema") if kind_of == "json_schema" else None
+    inner = wrapped.get("schema") if isinstance(wrapped, dict) else None
+    if kind == "vllm":
+        if kind_of == "json_schema" and not isinstance(inner, dict):
+            return None, error(400, "response_format.json_schema.schema is required")
+        if kind_of not in ("", "text", "json_schema"):
+            return None, error(400, f"response_format type {kind_of} is not supported")
+        return inner, None
+    if kind == "ollama":
+        return (inner if isinstance(inner, dict) else None), None
+    if kind in ("llamacpp", "llamacpp-old"):
+        if kind_of == "json_object":
+            schema = response_format.get("schema") or body.get("json_schema")
+            return (schema if isinstance(schema, dict) else None), None
+        if kind_of == "json_schema" and kind == "llamacpp":
+            return (inner if isinstance(inner, dict) else None), None
+        if kind_of not in ("", "text"):
+            message = (
+                f'response_format type must be one of "text" or "json_object", but got: {kind_of}'
+            )
+            return None, error(500 if kind == "llamacpp-old" else 400, message)
+        schema = body.get("json_schema")
+        return (schema if isinstance(schema, dict) else None), None
+    raise ValueError(f"no such server kind: {kind}")
+
+
 class Stub:
     """Replies to POST /v1/chat/completions from `replies` in order (the last one repeats);
-    GET /v1/models lists `models`. `requests` keeps each POST's headers and JSON body."""
+    GET /v1/models lists `models`. `requests` keeps each POST's headers and JSON body.
+
+    `serve_as(kind)` makes it a server of that family (OWNED_BY): it lists its model as that
+    server does, reads the request's structured-output fields as that server does
+    (schema_read: a body of the wrong shape is refused or its schema goes unseen), and
+    answers `json_reply` to a request whose schema it read, `replies` to the others;
+    `schemas_read` keeps what it read of each request."""
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
@@ -53,6 +100,25 @@ class Stub:
         self.requests: list[tuple[dict[str, str], dict]] = []
         self.lock = threading.Lock()
         self.port = 0
+        self.kind: str | None = None
+        self.json_reply: Reply | None = None
+        self.schemas_read: list[dict | None] = []
+
+    def serve_as(self, kind: str, json_reply: Reply) -> None:
+        self.kind, self.json_reply = kind, json_reply
+        self.models = [{"id": "stub-model", "object": "model", "owned_by": OWNED_BY[kind]}]
+
+    def reply_to(self, body: dict) -> Reply:
+        if self.kind is None:
+            return self.next_reply()
+        schema, refused = schema_read(self.kind, body)
+        with self.lock:
+            self.schemas_read.append(schema)
+        if refused is not None:
+            return refused
+        if schema is not None and self.json_reply is not None:
+            return self.json_reply
+        return self.next_reply()
 
     @property
     def base_url(self) -> str:
@@ -93,7 +159,7 @@ def stub_server() -> Iterator[Stub]:
             body = json.loads(self.rfile.read(length) or b"{}")
             with stub.lock:
                 stub.requests.append((dict(self.headers), body))
-            self._send(stub.next_reply())
+            self._send(stub.reply_to(body))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
