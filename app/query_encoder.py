@@ -3,8 +3,8 @@
 The passages were embedded by the worker (worker/model/embedder.py: transformers). A search must not
 wait on a worker round trip for one short text, and app/ imports no torch, so the same packaged
 checkpoint (app/embedding_models.py) runs here in numpy: a 6-layer, 384-wide BERT encoder, read
-straight from its safetensors file, tokenised by the same tokenizer.json, mean-pooled as the
-worker does, unit length. A query is embedded in one window of the trained length (256 tokens):
+straight from its safetensors file. Tokenising, windows and pooling are the worker's own
+(app/sentence_encoder.py): only the forward pass is numpy here. A query is embedded in one window of the trained length (256 tokens):
 a longer one is truncated there (the worker embeds a long passage window by window). A query
 of a few words takes a few milliseconds on a CPU; the vectors agree with the worker's to ~1e-6
 in cosine (tests/app/test_query_encoder.py).
@@ -12,9 +12,7 @@ in cosine (tests/app/test_query_encoder.py).
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import math
 import threading
 from collections import OrderedDict
@@ -24,15 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from app.embedding_models import (
-    MODELS,
-    NO_EMBEDDING_MODEL,
     EmbedderUnavailableError,
     EmbeddingModelSpec,
     package_folder,
     query_window_end,
+    spec_for,
 )
-
-logger = logging.getLogger(__name__)
+from app.sentence_encoder import EncoderPerProcess, SentenceEncoder
 
 MAX_REMEMBERED = 128  # recent queries' vectors kept
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
@@ -79,41 +75,27 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return (x - mean) / np.sqrt(variance + eps) * weight + bias
 
 
-class QueryEncoder:
-    """A BERT-style sentence encoder in numpy, for a few short texts at a time. The weights are
-    read on the first `embed`, so a search whose candidates have no vectors never reads them."""
+class QueryEncoder(SentenceEncoder):
+    """A BERT-style sentence encoder in numpy, for a few short texts at a time, each embedded in
+    one window. The weights are read on the first `embed`, so a search whose candidates have no
+    vectors never reads them."""
 
     def __init__(
         self, spec: EmbeddingModelSpec, folder: Path, *, remember: int = MAX_REMEMBERED
     ) -> None:
-        from tokenizers import Tokenizer
-
         config = json.loads((folder / "config.json").read_text())
         if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
             raise EmbedderUnavailableError(f"{spec.name} is not a BERT encoder this can run.")
-        self.spec = spec
+        # One window: a query longer than the model's trained length is embedded truncated.
+        super().__init__(spec, folder, dimension=int(config["hidden_size"]), max_windows=1)
         self._num_heads = int(config["num_attention_heads"])
         self._num_layers = int(config["num_hidden_layers"])
         self._eps = float(config["layer_norm_eps"])
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tokenizer.no_padding()  # the packaged file pads and truncates to 128
-        self._tokenizer.no_truncation()
-        self._cls = self._tokenizer.token_to_id("[CLS]")
-        self._sep = self._tokenizer.token_to_id("[SEP]")
         self._weights_path = folder / "model.safetensors"
         self._w: dict[str, np.ndarray] | None = None  # read on first use (90 MB)
         self._lock = threading.Lock()
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._remember = remember
-        self._dimension = int(config["hidden_size"])
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
 
     def embed(self, texts: Sequence[str], /) -> np.ndarray:
         """One unit-length float32 row per text ([len(texts), dimension]). The last few texts'
@@ -141,12 +123,15 @@ class QueryEncoder:
         return text if end is None else text[:end]
 
     def _embed_one(self, text: str) -> np.ndarray:
-        span = self.spec.max_tokens - 2  # room for [CLS] and [SEP]
-        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
-        # One window: a query longer than the model's trained length is embedded truncated.
-        window = [self._cls, *ids[:span], self._sep]
-        mean = self._encode(np.asarray(window)).mean(axis=0, dtype=np.float64)  # [D]
-        return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+        return self._embed([text])[0]
+
+    def _encode_windows(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Per window, the sum of its token vectors and its number of tokens, one at a time."""
+        # token_sums: [B, D]
+        token_sums = np.stack(
+            [self._encode(np.asarray(ids)).sum(axis=0, dtype=np.float64) for ids in batch]
+        )
+        return token_sums, np.array([len(ids) for ids in batch], dtype=np.float64)
 
     def _weights(self) -> dict[str, np.ndarray]:
         with self._lock:
@@ -210,18 +195,18 @@ class QueryEncoder:
         return x
 
 
-@functools.cache
+def _load(model: str) -> QueryEncoder:
+    spec = spec_for(model)
+    try:
+        return QueryEncoder(spec, package_folder(spec))
+    except (OSError, ImportError) as error:
+        raise EmbedderUnavailableError(str(error)) from error
+
+
+_encoders = EncoderPerProcess(_load, fallback="search ranks by words alone")
+
+
 def query_encoder(model: str) -> QueryEncoder | None:
     """The encoder of the `embedding_model` setting, loaded once per process; None when
     embeddings are off or the model is not installed (search then ranks by words alone)."""
-    if model in ("", NO_EMBEDDING_MODEL):
-        return None
-    spec = MODELS.get(model)
-    if spec is None:
-        logger.warning("search ranks by words alone: unknown embedding model %r", model)
-        return None
-    try:
-        return QueryEncoder(spec, package_folder(spec))
-    except (EmbedderUnavailableError, OSError, ImportError) as error:
-        logger.warning("search ranks by words alone: %s", getattr(error, "message", error))
-        return None
+    return _encoders.get(model)

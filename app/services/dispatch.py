@@ -170,14 +170,21 @@ def queue_job(
             f"LongDoc could not reach its task queue ({type(error).__name__}); "
             "check that the broker and `longdoc up` are running, then try again."
         )
-        jobs.fail_job(
-            session=session, job_id=job.id, error_code=BrokerUnavailable.code, sentence=sentence
-        )
-        session.commit()
-        metrics.record_job_not_queued(JobKind(job.kind).value)
+        fail_not_queued(session=session, job=job, sentence=sentence)
         raise BrokerUnavailable(sentence, job.id) from error
     metrics.record_job_queued(JobKind(job.kind).value)
     return job.task_id
+
+
+def fail_not_queued(*, session: Session, job: Job, sentence: str) -> None:
+    """Fail and commit a job whose task could not be sent, with the broker's `sentence`: what
+    queue_job does when the broker refuses, and what a client that already met a refusal in
+    this batch does with the next jobs rather than wait on the broker again."""
+    jobs.fail_job(
+        session=session, job_id=job.id, error_code=BrokerUnavailable.code, sentence=sentence
+    )
+    session.commit()
+    metrics.record_job_not_queued(JobKind(job.kind).value)
 
 
 def submit_job(

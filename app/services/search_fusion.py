@@ -18,12 +18,17 @@ equal weights two passages whose ranks swap would tie, and the paraphrase would 
 A candidate without vectors (not embedded yet, or by another model) takes its text rank as its
 dense rank: the embeddings neither lift nor sink it. Only the candidates' vectors are read (at
 most NUM_CANDIDATES rows), so the fusion costs one small query and one matrix product.
+
+`reciprocal_rank_fusion` is the one rank fusion of the project's rankings across documents:
+this search's and a collection question's (worker/jobs/collection_retrieval.py, unweighted). It
+lives here because app/ may import neither pipelines/ nor worker/ (import-linter), and the
+worker may import app/. Within one document pipelines.retrieval.hybrid blends scores instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 from sqlalchemy import text
@@ -33,7 +38,40 @@ from app.embedding_models import STORED_DTYPE
 
 NUM_CANDIDATES = 100
 DENSE_WEIGHT = 0.7
-RRF_K = 60
+RRF_K = 60  # as in Cormack et al. 2009
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[Key] | Mapping[Key, int]],
+    *,
+    weights: Sequence[float] | None = None,
+    k: int = RRF_K,
+) -> list[tuple[Key, float]]:
+    """The keys of all rankings with their fused scores, best first: the sum, over the rankings
+    that list a key, of weight / (k + rank). A ranking is keys best first (ranks 1, 2, ...) or
+    a mapping of key to rank (from 1; keys may share one); each weight is 1 unless `weights`
+    gives one per ranking. Ties keep the order of first appearance.
+
+    The one rank fusion of library search (below) and of a collection's question
+    (worker/jobs/collection_retrieval.py): both fuse rankings whose scores are on unrelated
+    scales, so by rank, not by score."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    if weights is not None and len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    scores: dict[Key, float] = {}
+    for index, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[index]
+        pairs = (
+            ranking.items()
+            if isinstance(ranking, Mapping)
+            else ((key, rank) for rank, key in enumerate(ranking, start=1))
+        )
+        for key, rank in pairs:
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda item: -item[1])
 
 
 class QueryEmbedder(Protocol):
@@ -90,12 +128,10 @@ def fuse_with_embeddings(
     best = np.maximum.reduceat(vectors @ query_vector(), starts)  # [num_embedded]
     order = np.argsort(-best, kind="stable")  # ties keep the text order
     dense_rank = {embedded[i]: rank for rank, i in enumerate(order, start=1)}
-    fused = [
-        (
-            passage_id,
-            (1.0 - dense_weight) / (RRF_K + text_rank)
-            + dense_weight / (RRF_K + dense_rank.get(passage_id, text_rank)),
-        )
+    # Every candidate in both rankings: one without vectors takes its text rank as dense rank.
+    dense = {
+        passage_id: dense_rank.get(passage_id, text_rank)
         for text_rank, passage_id in enumerate(ids, start=1)
-    ]
-    return sorted(fused, key=lambda item: -item[1])  # stable: ties keep the text order
+    }
+    # The text ranking first: ties keep the text order.
+    return reciprocal_rank_fusion([ids, dense], weights=[1.0 - dense_weight, dense_weight])

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.query_encoder import query_encoder
 from app.services import documents
 from app.services.search import search_passages
-from app.services.search_fusion import fuse_with_embeddings
+from app.services.search_fusion import fuse_with_embeddings, reciprocal_rank_fusion
 from tests.app.library_rows import FILLER, store
 from worker.model.vector_store import embed_passages, to_bytes
 
@@ -133,6 +133,23 @@ def test_fusion_of_one_candidate_or_none_changes_nothing(session: Session) -> No
 
     assert fuse_with_embeddings(session, [], embedder, never) == []
     assert fuse_with_embeddings(session, [(7, 1.5)], embedder, never) == [(7, 1.5)]
+
+
+def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
+    # Unweighted, as a collection's question fuses: "b" is listed by both rankings and wins.
+    assert reciprocal_rank_fusion([["a", "b"], ["b", "c"]], k=1) == [
+        ("b", 1 / 3 + 1 / 2),
+        ("a", 1 / 2),
+        ("c", 1 / 3),
+    ]
+    # Weighted, with a ranking as key -> rank (search: shared ranks); ties keep first appearance.
+    fused = reciprocal_rank_fusion([["x", "y"], {"x": 2, "y": 1}], weights=[0.5, 0.5], k=1)
+    assert fused == [("x", 0.5 / 2 + 0.5 / 3), ("y", 0.5 / 3 + 0.5 / 2)]
+    assert reciprocal_rank_fusion([]) == []
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        reciprocal_rank_fusion([["a"]], k=0)
+    with pytest.raises(ValueError, match="weights"):
+        reciprocal_rank_fusion([["a"]], weights=[0.5, 0.5])
 
 
 @pytest.mark.slow

@@ -131,9 +131,10 @@ def ingest(
 
 class _FactsQueue:
     """Sends the key-facts job created with each newly stored document (worker/jobs/ingest.py) to
-    the workers, as every client queues a job. A broker that cannot be reached fails the job with
-    its sentence (app.services.dispatch); it is then not asked again in this batch (each try
-    waits seconds): the next files' facts jobs are failed with the same sentence at once."""
+    the workers with app.services.dispatch.queue_jobs, as the ingest task sends its follow-ups. A
+    broker that cannot be reached fails the job with its sentence; it is then not asked again in
+    this batch (each try waits seconds): the next files' facts jobs are failed with the same
+    sentence at once (dispatch.fail_not_queued)."""
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
         self.settings, self.sessions = settings, sessions
@@ -147,21 +148,18 @@ class _FactsQueue:
         try:
             with self.sessions() as session:
                 if self.broker_down is not None:
-                    jobs.fail_job(
-                        session=session,
-                        job_id=job_id,
-                        error_code=dispatch.BrokerUnavailable.code,
-                        sentence=self.broker_down,
-                    )
-                    session.commit()
+                    job = jobs.get_job(session=session, job_id=job_id)
+                    if job is not None:
+                        dispatch.fail_not_queued(
+                            session=session, job=job, sentence=self.broker_down
+                        )
+                    return
+                if dispatch.queue_jobs(settings=self.settings, session=session, job_ids=[job_id]):
+                    self.num_queued += 1
                     return
                 job = jobs.get_job(session=session, job_id=job_id)
-                if job is None:
-                    return
-                dispatch.queue_job(settings=self.settings, session=session, job=job)
-                self.num_queued += 1
-        except dispatch.BrokerUnavailable as error:
-            self.broker_down = str(error)
+                if job is not None and job.error_code == dispatch.BrokerUnavailable.code:
+                    self.broker_down = job.error
         except Exception as error:  # the database is busy or gone: the document is stored anyway
             logger.warning("key-facts job %s not queued: %s", job_id, type(error).__name__)
 

@@ -1,6 +1,6 @@
 """The passages of a collection that match a question best: the database's full-text ranking
-(app.services.search, any word) fused with the stored passage embeddings where they exist
-(pipelines.retrieval.library_ranking). Passages without vectors of the embedder's model are ranked by
+(app.services.search, any word) fused by rank (app.services.search_fusion.reciprocal_rank_fusion)
+with the stored passage embeddings where they exist (pipelines.retrieval.library_ranking). Passages without vectors of the embedder's model are ranked by
 their words alone; nothing is embedded here, so a question never waits for a collection's
 documents to be embedded (`longdoc embed --missing` does that ahead of time)."""
 
@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import CollectionDocument, Passage
 from app.services.search import SearchFilters, search_passages
+from app.services.search_fusion import reciprocal_rank_fusion
 from pipelines.protocols import Embedder
-from pipelines.retrieval.library_ranking import dense_ranking, reciprocal_rank_fusion
+from pipelines.retrieval.library_ranking import dense_ranking
 from worker.model.vector_store import STORED_DTYPE
 
 NUM_CANDIDATES = 100

@@ -249,8 +249,9 @@ def _finish_with_follow_ups(
 
     Every newly stored document gets its key-facts job here, whichever way it came in (upload,
     inbox, `longdoc ingest`): the one place that decides it, so none is created twice; unless
-    `key_facts` is off (setting key_facts_after_ingest). The caller sends it (worker/tasks.py's
-    ingest task; the command line, worker/cli/ingest.py)."""
+    `key_facts` is off (setting key_facts_after_ingest). The caller sends the follow-ups after
+    this commit with app.services.dispatch.queue_jobs (worker/tasks.py's ingest task; the
+    command line, worker/cli/ingest.py)."""
     stats = dict(document.stats)
     if key_facts and document.status == STORED:
         facts_job = jobs.create_job(

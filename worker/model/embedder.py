@@ -8,11 +8,13 @@ pooled over all their tokens (mean pooling, as the model card of all-MiniLM-L6-v
 
 The model runs on the GPU when the worker has one, else on the CPU, in batches of similar length
 (little padding). bench/results/retrieval.md says why all-MiniLM-L6-v2 is the default.
+
+The tokenizer, the windows and the pooling are app.sentence_encoder's, shared with the search's
+numpy query encoder; this module runs the model over the windows with transformers.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +29,9 @@ from app.embedding_models import (
     EmbedderUnavailableError,
     EmbeddingModelSpec,
     package_folder,
+    spec_for,
 )
+from app.sentence_encoder import EncoderPerProcess, SentenceEncoder
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
@@ -41,10 +45,8 @@ __all__ = [
     "package_folder",
 ]
 
-logger = logging.getLogger(__name__)
 
-
-class TransformerEmbedder:
+class TransformerEmbedder(SentenceEncoder):
     """A mean-pooled BERT-style encoder from a local folder; see the module docstring."""
 
     def __init__(
@@ -55,34 +57,19 @@ class TransformerEmbedder:
         device: str | None = None,
         batch_size: int = 32,
     ) -> None:
-        from tokenizers import Tokenizer
         from transformers import AutoModel
 
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        self.spec = spec
-        self.batch_size = batch_size
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        # The packaged tokenizer.json pads and truncates to 128; we window and pad ourselves.
-        self._tokenizer.no_padding()
-        self._tokenizer.no_truncation()
-        self._cls = self._special_id("[CLS]")
-        self._sep = self._special_id("[SEP]")
-        self._pad = self._special_id("[PAD]")
         model = AutoModel.from_pretrained(str(folder), local_files_only=True)
+        super().__init__(
+            spec, folder, dimension=int(model.config.hidden_size), batch_size=batch_size
+        )
+        self._pad = self._special_id("[PAD]")
         self._model = model.to(self.device).eval()
-        self._dimension = int(model.config.hidden_size)
         # The model worker's task threads share this embedder: one batch at a time.
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
 
     def embed(self, texts: Sequence[str], /) -> np.ndarray:
         """One unit-length float32 row per text ([len(texts), dimension]); an empty text gets
@@ -90,45 +77,8 @@ class TransformerEmbedder:
         with self._lock:
             return self._embed(texts)
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        # windows: (text index, token ids with [CLS] and [SEP]) for every window of every text
-        windows = self._windows(texts)
-        # sums: [N, D] token vectors summed over all windows; counts: [N] tokens summed
-        sums = np.zeros((len(texts), self._dimension), dtype=np.float64)
-        counts = np.zeros(len(texts), dtype=np.float64)
-        # Longest first: each batch holds windows of similar length, so little padding.
-        order = sorted(range(len(windows)), key=lambda i: -len(windows[i][1]))
-        for first in range(0, len(order), self.batch_size):
-            batch = [windows[i] for i in order[first : first + self.batch_size]]
-            token_sums, token_counts = self._encode([ids for _, ids in batch])
-            for (text_index, _), row, count in zip(batch, token_sums, token_counts, strict=True):
-                sums[text_index] += row
-                counts[text_index] += count
-        means = sums / np.maximum(counts, 1.0)[:, None]
-        norms = np.linalg.norm(means, axis=1, keepdims=True)
-        return (means / np.maximum(norms, 1e-12)).astype(np.float32)
-
-    def _special_id(self, token: str) -> int:
-        token_id = self._tokenizer.token_to_id(token)
-        if token_id is None:
-            raise EmbedderUnavailableError(
-                f"The tokenizer of {self.spec.name} has no {token} token; it is not a BERT-style "
-                "model this embedder can run."
-            )
-        return token_id
-
-    def _windows(self, texts: Sequence[str]) -> list[tuple[int, list[int]]]:
-        span = self.spec.max_tokens - 2  # room for [CLS] and [SEP]
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        windows = []
-        for index, encoding in enumerate(encodings):
-            ids = encoding.ids
-            for start in range(0, max(len(ids), 1), span):
-                windows.append((index, [self._cls, *ids[start : start + span], self._sep]))
-        return windows
-
     @torch.inference_mode()
-    def _encode(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    def _encode_windows(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """Per window, the sum of its token vectors and its number of tokens."""
         length = max(len(ids) for ids in batch)
         # input_ids, mask: [B, T]
@@ -149,39 +99,13 @@ def load_embedder(
     model: str = DEFAULT_EMBEDDING_MODEL, *, device: str | None = None
 ) -> TransformerEmbedder:
     """The embedder named by the `embedding_model` setting; raises EmbedderUnavailableError."""
-    spec = MODELS.get(model)
-    if spec is None:
-        known = ", ".join([*MODELS, NO_EMBEDDING_MODEL])
-        raise EmbedderUnavailableError(
-            f"Unknown embedding model {model!r}: LONGDOC_EMBEDDING_MODEL must be one of {known}."
-        )
+    spec = spec_for(model)
     return TransformerEmbedder(spec, package_folder(spec), device=device)
 
 
-class SharedEmbedder:
+class SharedEmbedder(EncoderPerProcess[TransformerEmbedder]):
     """One embedder per process, loaded on first use; None when switched off or unavailable
     (retrieval then uses BM25 alone, and the reason is logged once)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loaded: dict[str, TransformerEmbedder | None] = {}
-
-    def get(self, model: str) -> TransformerEmbedder | None:
-        with self._lock:
-            if model not in self._loaded:
-                self._loaded[model] = self._load(model)
-            return self._loaded[model]
-
-    def reset(self) -> None:
-        with self._lock:
-            self._loaded.clear()
-
-    @staticmethod
-    def _load(model: str) -> TransformerEmbedder | None:
-        if model in ("", NO_EMBEDDING_MODEL):
-            return None
-        try:
-            return load_embedder(model)
-        except EmbedderUnavailableError as error:
-            logger.warning("embeddings are off, retrieval uses BM25 alone: %s", error.message)
-            return None
+        super().__init__(load_embedder, fallback="embeddings are off, retrieval uses BM25 alone")

@@ -22,7 +22,7 @@ from worker.jobs import job_run
 from worker.jobs import summary as summary_run
 from worker.model import engine_holder
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
-from worker.model.openai_client import OpenAIChatModel, _Slots
+from worker.model.openai_client import OpenAIChatModel, RequestSlots
 from worker.model.server_api import ModelServerError, ServerConfig
 
 ASK = [{"role": "user", "content": "What law governs?"}]
@@ -178,7 +178,7 @@ def test_requests_go_together_up_to_the_concurrency_in_order(stub) -> None:
 
 
 def test_a_question_takes_the_next_free_slot_before_batch_work() -> None:
-    slots = _Slots(1)
+    slots = RequestSlots(1)
     slots.acquire(PRIORITY_BATCH)
     order: list[str] = []
 
