@@ -30,6 +30,7 @@ from pipelines.answer.asked import (
 )
 from pipelines.answer.rejections import NEGATION
 from pipelines.values.claims import find_dates, find_names, find_numbers, normalise_word
+from pipelines.values.dispositions import DISPOSITION, disposition_of
 from pipelines.values.dockets import DOCKET_OR_ONE_PIECE, docket_key
 from pipelines.values.durations import find_durations
 from pipelines.values.jurisdictions import find_jurisdictions
@@ -129,23 +130,6 @@ def _hours_apart(text: str, end: int) -> int | None:
 
 
 # Outcomes an order gives, by stem, in their written past form.
-DISPOSITIONS = {
-    "affirm": "affirmed",
-    "uph": "affirmed",  # "upheld"
-    "revers": "reversed",
-    "overturn": "reversed",
-    "remand": "remanded",
-    "vacat": "vacated",
-    "dismiss": "dismissed",
-    "modif": "modified",
-    "den": "denied",
-    "grant": "granted",
-}
-_DISPOSITION = re.compile(
-    r"\b(affirm|uph(?=eld)|revers|overturn|remand|vacat|dismiss|modif|den|grant)"
-    r"(?:s|ed|e|ing|ied|y|ies|al|eld|ance)?\b",
-    re.IGNORECASE,
-)
 _RENEWAL = re.compile(
     r"\brenew\w*|\bextend\w*|\bextension\b|\bsuccessive\b|\bauto[- ]?renew\w*", re.IGNORECASE
 )
@@ -276,8 +260,8 @@ def courts(text: str) -> list[Value]:
 
 def outcomes(text: str) -> list[Value]:
     found = []
-    for m in _DISPOSITION.finditer(text):
-        outcome = DISPOSITIONS[m.group(1).lower()]
+    for m in DISPOSITION.finditer(text):
+        outcome = disposition_of(m)
         negated = _negated_at(text, m.start())
         found.append(Value(OUTCOME, m.group(0), frozenset({outcome}), m.start(), m.end(), negated))
     return found

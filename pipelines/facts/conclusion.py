@@ -14,25 +14,10 @@ import re
 from pipelines.facts.judges import opening_end
 from pipelines.facts.structured import Found, clipped, origin_on_page
 from pipelines.retrieval.evidence import DocumentSentences
+from pipelines.values.dispositions import DISPOSITION, disposition_of
 
 # How far before the majority's end its conclusion is looked for.
 CONCLUSION_CHARS = 6_000
-_OUTCOMES = {
-    "affirm": "affirmed",
-    "revers": "reversed",
-    "remand": "remanded",
-    "vacat": "vacated",
-    "dismiss": "dismissed",
-    "modif": "modified",
-    "den": "denied",
-    "grant": "granted",
-    "set aside": "set aside",
-}
-_OUTCOME = re.compile(
-    r"\b(affirm|revers|remand|vacat|dismiss|modif|den|grant|set\s+aside)"
-    r"(?:s|ed|e|ing|ied|y|ies|al)?\b(?P<part>\s+in\s+part)?",
-    re.IGNORECASE,
-)
 _FORMAL_LINE = re.compile(
     r"(?m)^\s*(?:(?:JUDGMENT|ORDER|DECISION|PETITION|APPEAL|MOTION)\s+)?"
     r"(?:AFFIRMED|REVERSED|REMANDED|VACATED|DISMISSED|MODIFIED|DENIED|GRANTED|SET\s+ASIDE)"
@@ -85,9 +70,8 @@ def read_disposition(sentences: DocumentSentences) -> Found | None:
 def outcomes(text: str) -> list[str]:
     """The outcomes `text` orders, in written order: ["reversed", "remanded"]."""
     seen: list[str] = []
-    for match in _OUTCOME.finditer(text):
-        stem = " ".join(match.group(1).lower().split())
-        outcome = _OUTCOMES[stem] + (" in part" if match.group("part") else "")
+    for match in DISPOSITION.finditer(text):
+        outcome = disposition_of(match) + (" in part" if match.group("part") else "")
         if outcome not in seen:
             seen.append(outcome)
     return seen

@@ -15,6 +15,7 @@ from pipelines.facts.reading import (
     matches_pattern,
 )
 from pipelines.retrieval.evidence import Evidence
+from pipelines.values.dispositions import DISPOSITION, disposition_of
 from pipelines.values.jurisdictions import find_jurisdictions
 
 # "the laws of the State of", "the law of", "Laws of the Commonwealth of": what introduces the
@@ -25,21 +26,6 @@ _LAW_OF = re.compile(
     re.IGNORECASE,
 )
 _LAW_OF_REACH_CHARS = 40
-# Outcomes an opinion orders, in their written past form.
-DISPOSITIONS = {
-    "affirm": "affirmed",
-    "revers": "reversed",
-    "remand": "remanded",
-    "vacat": "vacated",
-    "dismiss": "dismissed",
-    "modif": "modified",
-    "den": "denied",
-    "grant": "granted",
-}
-_DISPOSITION = re.compile(
-    r"\b(affirm|revers|remand|vacat|dismiss|modif|den|grant)(?:s|ed|e|ing|ied|y|ies|al)?\b",
-    re.IGNORECASE,
-)
 # A sentence that orders the outcome: the court speaking, or the capitalised ruling itself.
 _ORDERING = re.compile(
     r"\b(?:we|this\s+court|the\s+court|judgment|order|decision|appeal|petition|is|are|hereby)\b",
@@ -119,8 +105,8 @@ def read_clause_rule(context: FieldContext) -> Reading | None:
 
 def _outcomes(text: str) -> list[str]:
     seen: list[str] = []
-    for match in _DISPOSITION.finditer(text):
-        outcome = DISPOSITIONS[match.group(1).lower()]
+    for match in DISPOSITION.finditer(text):
+        outcome = disposition_of(match)
         if outcome not in seen:
             seen.append(outcome)
     return seen
