@@ -6,7 +6,8 @@ engine/kv_tiers/tombstones.py (written out here because app imports no engine; a
 two to the same result): the tombstone forgotten/<tag> first, so no worker keeps another block
 of it; then the block files tags/<tag>.list names are written into the tombstone, with a last
 line "done", and deleted. Every worker sharing the folder reads the finished tombstone within a
-second and drops those blocks from its GPU and CPU tiers too.
+second and drops those blocks from its GPU and CPU tiers too. Workers' memory, disk tier on or
+off, is also reached by the broadcast of app.services.dispatch.tell_workers_to_forget_document_kv.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ class BlockManager:
         self._cached_free_block_ids: OrderedDict[int, None] = OrderedDict()
         self._hash_to_block_id: dict[int, int] = {}
         # With record_registered (the KV tiers are on): (seq, block index, block id) of every
-        # prompt block registered by commit_computed, for the tiers to copy down; they drain it.
+        # block registered by commit_computed, for the tiers to copy down (prompt blocks) and
+        # to know by tag (all); they drain it.
         self.record_registered = False
         self.registered: list[tuple[Sequence, int, int]] = []
 
@@ -89,6 +90,11 @@ class BlockManager:
     @property
     def num_cached_free_blocks(self) -> int:
         return len(self._cached_free_block_ids)
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Blocks registered under a prefix hash, whether in use or not."""
+        return len(self._hash_to_block_id)
 
     @property
     def num_used_blocks(self) -> int:
@@ -176,10 +182,7 @@ class BlockManager:
                 block.hash = block_hash
                 block.token_ids = token_ids
                 self._hash_to_block_id[block_hash] = block.block_id
-                if (
-                    self.record_registered
-                    and block_index < seq.num_prompt_tokens // self.block_size
-                ):
+                if self.record_registered:
                     self.registered.append((seq, block_index, block.block_id))
 
     # ---- decode ---------------------------------------------------------------------------

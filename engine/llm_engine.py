@@ -141,9 +141,15 @@ class LLMEngine:
 
     def forget_cache_tag(self, tag: str) -> None:
         """Delete every KV block of tag's prompts from every tier (a deleted document): from the
-        device's prefix cache, the CPU tier, and the disk folder for every process sharing it."""
-        if self._main.tiers is not None:
-            self._main.tiers.forget(tag)
+        device's prefix cache, the CPU tier, and the disk folder for every process sharing it.
+        A placement without lower tiers records no tag's blocks, so every cached prefix nobody
+        uses leaves its cache instead."""
+        check_tag(tag)
+        for placement in self._placements():
+            if placement.tiers is not None:
+                placement.tiers.forget(tag)
+            else:
+                placement.blocks.forget_cached_free()
 
     def drop_device_prefix_cache(self) -> int:
         """Forget the prefixes cached on the device that no request uses, as if evicted (the lower
@@ -166,6 +172,17 @@ class LLMEngine:
         if self._main.tiers is None:
             return {}
         return {tier: replace(c) for tier, c in self._main.tiers.counters.items()}
+
+    def kv_tier_sizes(self) -> dict[str, int]:
+        """What the caches hold now: prefixes cached on the device (in use or not) and the CPU
+        tier's blocks and bytes (0 without one)."""
+        tiers = self._main.tiers
+        cpu = tiers.cpu if tiers is not None else None
+        return {
+            "num_device_cached_blocks": self._main.blocks.num_cached_blocks,
+            "num_cpu_blocks": len(cpu) if cpu is not None else 0,
+            "num_cpu_bytes": cpu.num_bytes if cpu is not None else 0,
+        }
 
     def close(self) -> None:
         """Finish the writes down the tiers and stop their thread."""

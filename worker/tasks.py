@@ -49,6 +49,7 @@ from worker.jobs.recovery import (
     queue_again,
 )
 from worker.model import engine_holder
+from worker.model import kv_control as kv_control  # registers its remote-control commands
 from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,10 @@ def _model(settings: Any, priority: int, job_id: int | None = None) -> Any:
     """The process's shared model for one task: its priority, ending at the task's limit. With
     job_id (questions: people come back to a document with more), the KV of its document's
     prompts is kept in the engine's lower tiers under the document's tag (engine/kv_tiers/);
-    summaries and key facts are read once, and would only crowd the tiers."""
+    summaries and key facts are read once, and would only crowd the tiers. The KV of documents
+    deleted since this process served them goes first (worker/model/kv_control.py)."""
+    with resources.sessions()() as session:
+        kv_control.forget_deleted_documents(session=session)
     return engine_holder.get_chat_model(
         settings,
         priority=priority,

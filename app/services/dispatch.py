@@ -13,6 +13,7 @@ opens the database through Celery.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -55,7 +56,13 @@ QUEUE_FOR_TASK = {
     # Key facts are a model job like a summary, but short: queued ahead of the summary.
     TASK_FACTS: QUEUE_GPU_BATCH,
 }
+# Remote-control commands every worker registers (worker/model/kv_control.py): drop a deleted
+# document's KV from the engine's tiers, and say what those hold.
+CONTROL_FORGET_DOCUMENT_KV = "longdoc_forget_document_kv"
+INSPECT_KV_TIERS = "longdoc_kv_tiers"
 EMBEDDED_POLLING_INTERVAL_S = 0.5
+
+logger = logging.getLogger(__name__)
 
 
 class BrokerUnavailable(AppError):
@@ -232,6 +239,25 @@ def queue_jobs(
             queue_job(settings=settings, session=session, job=job, client=client)
             queued.append(job_id)
     return queued
+
+
+def tell_workers_to_forget_document_kv(*, client: Celery, document_id: int) -> bool:
+    """Broadcast to every worker connected to the broker that the document is deleted: each
+    drops its KV from its engine's tiers, in memory too (no reply is awaited). A worker not
+    connected now holds none in memory when it comes back (it restarted) or is not one
+    (app/kv_cache_files.py covers the disk folder). False, logged, when the broker is down."""
+    try:
+        client.control.broadcast(
+            CONTROL_FORGET_DOCUMENT_KV, arguments={"document_id": int(document_id)}
+        )
+    except Exception as error:  # broker down or unreachable: the delete itself stands
+        logger.warning(
+            "could not tell the workers to drop document %s's KV (%s)",
+            document_id,
+            type(error).__name__,
+        )
+        return False
+    return True
 
 
 def broker_status(settings: Settings, *, timeout_s: float = 1.0) -> BrokerStatus:

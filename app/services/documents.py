@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from celery import Celery
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -31,7 +32,7 @@ from app.db.models import (
 )
 from app.display import display_name, display_name_or_none
 from app.errors import DuplicateDocument, StoredFileError
-from app.services import collections
+from app.services import collections, dispatch
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _COPY_BLOCK_BYTES = 1024 * 1024
@@ -176,6 +177,15 @@ def list_documents(
     return list(session.scalars(query))
 
 
+def missing_document_ids(*, session: Session, document_ids: Sequence[int]) -> list[int]:
+    """Those of document_ids that name no document (deleted), in ascending order."""
+    wanted = {int(document_id) for document_id in document_ids}
+    if not wanted:
+        return []
+    found = set(session.scalars(select(Document.id).where(Document.id.in_(wanted))))
+    return sorted(wanted - found)
+
+
 def get_document(*, session: Session, document_id: int) -> Document | None:
     return session.get(Document, document_id)
 
@@ -270,15 +280,22 @@ def documents_missing_embeddings(*, session: Session, model: str) -> list[int]:
 
 
 def delete_document(
-    *, session: Session, document_id: int, files_dir: Path, kv_cache_dir: Path | None = None
+    *,
+    session: Session,
+    document_id: int,
+    files_dir: Path,
+    kv_cache_dir: Path | None = None,
+    broker: Celery | None = None,
 ) -> bool:
     """Delete the document and, by cascade, its pages, passages, jobs, summaries and answers,
     its place in collections, and the collection answers that quote it.
 
     Its stored file is removed too when it lies inside `files_dir` (a path elsewhere is never
     touched), and its KV blocks in the engine's disk tier under `kv_cache_dir` (the workers
-    drop theirs from memory too: app/kv_cache_files.py). Flushes; the caller commits. False
-    when there is no such document.
+    sharing the folder drop theirs from memory too: app/kv_cache_files.py). With `broker` (a
+    client: dispatch.client_for), every worker connected to it is told to drop the document's
+    KV from its GPU prefix cache and CPU tier, disk tier on or off. Flushes; the caller
+    commits. False when there is no such document.
 
     A task still running one of its jobs stops using the model at its next check once this is
     committed and saves nothing (worker/jobs/run_claim.py); ids are never given again
@@ -296,6 +313,8 @@ def delete_document(
         if path.is_relative_to(files_dir.resolve()):
             path.unlink(missing_ok=True)
     kv_cache_files.forget_document_kv(kv_cache_dir=kv_cache_dir, document_id=document_id)
+    if broker is not None:
+        dispatch.tell_workers_to_forget_document_kv(client=broker, document_id=document_id)
     return True
 
 

@@ -168,19 +168,27 @@ class TieredKVCache:
         """Copy the prompt blocks the step registered (of tagged requests) down the tiers."""
         registered, self.blocks.registered = self.blocks.registered, []
         todo: list[tuple[int, int, tuple[int, ...], str]] = []
+        stale: list[int] = []
         for seq, block_index, block_id in registered:
             tag = seq.cache_tag
             block = self.blocks.blocks[block_id]
-            if tag is None or tag in self._forgotten or block.hash is None:
+            if tag is None or block.hash is None:
                 continue
             if block_index >= len(seq.block_hashes) or seq.block_hashes[block_index] != block.hash:
                 continue  # the block changed hands since it was registered
+            if tag in self._forgotten:
+                stale.append(block.hash)  # a request of a deleted document still running
+                continue
             self._tag_hashes[tag].add(block.hash)
+            if block_index >= seq.num_prompt_tokens // self.blocks.block_size:
+                continue  # generated text: known by its tag (forgotten with it), not kept down
             if self._is_stored(block.hash):
                 if self.writer is not None:
                     self.writer.submit(block.hash, block.token_ids, None, tag)
                 continue
             todo.append((block_id, block.hash, block.token_ids, tag))  # type: ignore[arg-type]
+        if stale:
+            self.blocks.forget_hashes(stale)
         if todo:
             self._copy_out(todo)
         self.poll()

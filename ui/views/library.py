@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.errors import AppError
-from app.services import acting, documents, results
+from app.services import acting, dispatch, documents, results
 from ui import context as ctx
 
 logger = logging.getLogger("longdoc.ui.library")
@@ -47,6 +47,7 @@ def _confirm_delete(document_id: int, title: str) -> None:
                 document_id=document_id,
                 files_dir=settings.files_dir,
                 kv_cache_dir=settings.kv_cache_dir,
+                broker=dispatch.client_for(settings),
             )
             db.commit()
         logger.info("document %s deleted from the UI: %s", document_id, removed)

@@ -12,7 +12,7 @@ from rich.table import Table
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.display import display_name, terminal_text
 from app.errors import NotFound
-from app.services import acting, documents
+from app.services import acting, dispatch, documents
 from worker.cli import as_user
 from worker.cli.common import (
     console,
@@ -182,6 +182,7 @@ def delete_command(
                 document_id=document_id,
                 files_dir=settings.files_dir,
                 kv_cache_dir=settings.kv_cache_dir,
+                broker=dispatch.client_for(settings),
             ):
                 raise NotFound(missing)
             session.commit()

@@ -38,6 +38,8 @@ _built_in_pid: int | None = None
 # client per process (its connections and request slots are shared by every task thread).
 _server: OpenAIChatModel | None = None
 _server_pid: int | None = None
+# The documents whose KV this process's engine may hold (their questions ran here).
+_served_documents: set[int] = set()
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -77,9 +79,11 @@ def get_chat_model(
     if settings.uses_model_server:
         return _server_model(settings).for_task(priority=priority, time_limit_s=time_limit_s)
     cache_tag = None if document_id is None else document_cache_tag(document_id)
-    return _shared_model(settings).for_task(
-        priority=priority, time_limit_s=time_limit_s, cache_tag=cache_tag
-    )
+    model = _shared_model(settings)
+    if document_id is not None:
+        with _lock:
+            _served_documents.add(int(document_id))
+    return model.for_task(priority=priority, time_limit_s=time_limit_s, cache_tag=cache_tag)
 
 
 def _server_model(settings: Settings) -> OpenAIChatModel:
@@ -130,9 +134,36 @@ def _shared_model(settings: Settings) -> EngineChatModel:
         return _model
 
 
+def forget_document_kv(document_id: int) -> bool:
+    """Drop the document's KV from every tier of this process's engine (on its loop's thread,
+    soon after): the device's prefix cache, the CPU tier, and the disk folder. False when this
+    process has no engine, so holds none of it."""
+    with _lock:
+        loop = _loop if _built_in_pid == os.getpid() else None
+        _served_documents.discard(int(document_id))
+    if loop is None:
+        return False
+    loop.forget_cache_tag(document_cache_tag(document_id))
+    return True
+
+
+def served_documents() -> list[int]:
+    """The documents whose KV this process's engine may hold (none without an engine)."""
+    with _lock:
+        return sorted(_served_documents) if _built_in_pid == os.getpid() else []
+
+
+def kv_tier_sizes() -> dict[str, int] | None:
+    """What this process's engine caches hold now (LLMEngine.kv_tier_sizes); None without one."""
+    with _lock:
+        loop = _loop if _built_in_pid == os.getpid() else None
+    return None if loop is None else loop.engine.kv_tier_sizes()
+
+
 def reset() -> None:
     """Forget any engine (a new pool child starts clean)."""
     global _model, _loop, _built_in_pid, _server, _server_pid
     with _lock:
         _model, _loop, _built_in_pid = None, None, None
         _server, _server_pid = None, None
+        _served_documents.clear()
