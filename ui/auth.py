@@ -74,8 +74,8 @@ def require_login(settings: Settings) -> Actor | None:
     everyone is the local admin. The shared password becomes the first admin ("admin") on
     first use. A session ends when it is older than LONGDOC_SESSION_MAX_AGE_S, at sign-out, and
     when its user is disabled or their password reset. Attempts are limited per client and for
-    everyone, and hashing is bounded (ui/sign_in_limits.py); a signed-in session may upload
-    (ui/upload_gate.py). Streamlit is imported here, not at the top, so the hashing functions
+    everyone, and hashing is bounded (ui/sign_in_limits.py); a signed-in session whose user may
+    upload may send files (ui/upload_gate.py). Streamlit is imported here, not at the top, so the hashing functions
     work without it.
     """
     import streamlit as st
@@ -87,9 +87,10 @@ def require_login(settings: Settings) -> Actor | None:
         accounts.ensure_first_admin(session=db, password_hash=settings.ui_password_hash)
         is_open = accounts.count_users(session=db) == 0
         actor = access.local_admin(origin) if is_open else _current(db, settings, origin)
+        may_upload = actor is not None and access.can(session=db, actor=actor, action="upload")
     if actor is not None:
         st.session_state[SESSION_ACTOR] = actor
-        signed_in.add(_session_id())
+        signed_in.add(_session_id(), may_upload=may_upload)
         return actor
     _sign_in_form(origin)
     return None

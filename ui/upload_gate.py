@@ -3,8 +3,8 @@
 Streamlit's PUT /_stcore/upload_file/<session id>/<file id> takes a file into the UI process's
 memory for any open session, widget or not, before our script ever runs: a visitor who never
 signed in could fill the memory (issue 15: 10 x 30 MB took the process from 104 to 412 MB). With
-a UI password set, the gate answers 403 to an upload from a session that has not signed in,
-before reading its body. Without a password the UI is open and so are uploads.
+a UI password set, the gate answers 403 to an upload from a session that has not signed in, or
+whose user may not upload, before reading its body. Without a password the UI is open and so are uploads.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ def upload_session_id(path: str) -> str | None:
 
 
 def may_upload(session_id: str) -> bool:
-    # Accounts (issue 25): every session that may see a page is registered, an open UI's too
-    # (ui/auth.py require_login), so the gate asks only that.
-    return signed_in.contains(session_id)
+    # Accounts (issue 25): every session that may see a page is registered, an open UI's too,
+    # with whether its user may upload (ui/auth.py require_login): a viewer's files are refused
+    # here, before their bytes are read, as the page offers them no upload form.
+    return signed_in.may_upload(session_id)
 
 
 class UploadGate:

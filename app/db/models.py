@@ -148,7 +148,9 @@ class Document(Base):
     __table_args__ = (_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    content_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)  # sha256 hex
+    # sha256 hex of the file; several documents hold one file when their readers differ
+    # (migration 0015: an upload never reaches a document its uploader may not read).
+    content_hash: Mapped[str] = mapped_column(String(64), index=True)
     file_name: Mapped[str] = mapped_column(String(255))
     title: Mapped[str | None] = mapped_column(Text)
     kind: Mapped[DocumentKind] = mapped_column(_enum(DocumentKind, "document_kind"))

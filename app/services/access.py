@@ -146,6 +146,57 @@ def can_manage_users(actor: Actor) -> bool:
     return actor.is_admin
 
 
+def can_create_collection(actor: Actor) -> bool:
+    return actor.role in (Role.ADMIN, Role.EDITOR)
+
+
+# Every action a way in may ask about with `can`, and what it needs: a role's leave, or the
+# right to read or write its document or collection.
+ROLE_ACTIONS = {
+    "upload": can_upload,
+    "collection_create": can_create_collection,
+    "users": can_manage_users,
+    "audit_read": can_manage_users,
+}
+DOCUMENT_WRITES = frozenset({"summarize", "facts_run", "delete"})
+DOCUMENT_READS = frozenset({"view", "ask", "facts"})
+COLLECTION_WRITES = frozenset(
+    {"collection_write", "collection_rename", "collection_delete", "upload"}
+)
+COLLECTION_READS = frozenset({"view", "ask", "search"})
+
+
+def can(
+    *,
+    session: Session,
+    actor: Actor,
+    action: str,
+    document_id: int | None = None,
+    collection_id: int | None = None,
+) -> bool:
+    """Whether `actor` may do `action` (to the document or collection given): the one question
+    a page asks before it shows a control, so that nobody is offered what they would be
+    refused. It decides as the `require_*` checks do and records nothing; the services still
+    check (and log) when the action is done. "upload" with a collection: into that one."""
+    if action in ROLE_ACTIONS and not ROLE_ACTIONS[action](actor):
+        return False
+    if document_id is not None:
+        if action in DOCUMENT_WRITES:
+            return can_write_document(session=session, actor=actor, document_id=document_id)
+        if action in DOCUMENT_READS:
+            return can_read_document(session=session, actor=actor, document_id=document_id)
+        raise ValueError(f"unknown action on a document: {action!r}")
+    if collection_id is not None:
+        if action in COLLECTION_WRITES:
+            return can_write_collection(session=session, actor=actor, collection_id=collection_id)
+        if action in COLLECTION_READS:
+            return can_read_collection(session=session, actor=actor, collection_id=collection_id)
+        raise ValueError(f"unknown action on a collection: {action!r}")
+    if action in ROLE_ACTIONS:
+        return True
+    raise ValueError(f"{action!r} needs a document or a collection")
+
+
 def is_in_any_collection(*, session: Session, document_id: int) -> bool:
     query = exists().where(CollectionDocument.document_id == document_id)
     return bool(session.scalar(select(query)))

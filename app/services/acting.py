@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -25,7 +25,10 @@ from app.db.models import (
     Document,
     Job,
     Role,
+    User,
 )
+from app.display import display_name
+from app.errors import NotFound
 from app.services import access, audit, collection_answers, collections, documents, facts
 from app.services.access import Actor
 from app.services.search import SearchFilters, SearchHit, search_passages
@@ -188,6 +191,29 @@ def list_collections(*, session: Session, actor: Actor) -> list[collections.Coll
     return rows if readable is None else [row for row in rows if row.id in readable]
 
 
+def find_collection(*, session: Session, actor: Actor, name: str, action: str) -> Collection:
+    """The collection named `name`, for `actor` to `action` (the caller checks the action
+    itself). One that does not exist and one they may not read get the same refusal (logged),
+    so a name tells nobody that a collection exists; an admin, who may read every one, is told
+    NotFound."""
+    found = collections.find_collection(session=session, name=name)
+    if found is not None and access.can_read_collection(
+        session=session, actor=actor, collection_id=found.id
+    ):
+        return found
+    sentence = f"There is no collection named {display_name(name)!r}"
+    if actor.is_admin:
+        raise NotFound(f"{sentence}; see `longdoc collections list`.")
+    raise access.refuse(
+        session=session,
+        actor=actor,
+        action=action,
+        sentence=f"{sentence} that you may open; see `longdoc collections list`.",
+        target_kind="collection" if found is not None else "",
+        target_ids=[found.id] if found is not None else [],
+    )
+
+
 def open_collection(*, session: Session, actor: Actor, collection_id: int) -> Collection:
     access.require_collection(
         session=session, actor=actor, collection_id=collection_id, action="view"
@@ -217,8 +243,9 @@ def allow_collection_write(
 def allow_add_documents(
     *, session: Session, actor: Actor, collection_id: int, document_ids: Sequence[int]
 ) -> None:
-    """Adding documents needs the collection's write grant and each document readable: one may
-    not pull another's document into a collection one shares."""
+    """Adding (or removing) documents needs the collection's write grant and each document
+    readable: one may not pull another's document into a collection one shares, and a document
+    one may not read and a missing one are refused alike."""
     access.require_collection(
         session=session,
         actor=actor,
@@ -245,7 +272,7 @@ def create_collection(*, session: Session, actor: Actor, name: str) -> Collectio
         session=session,
         actor=actor,
         action="collection_create",
-        allowed=actor.role in (Role.ADMIN, Role.EDITOR),
+        allowed=access.can_create_collection(actor),
     )
     collection = collections.create_collection(session=session, name=name)
     session.flush()
@@ -332,6 +359,18 @@ def claim_documents(*, session: Session, owner_id: int | None, document_ids: Seq
         row.owner_id = owner_id
     session.flush()
     return len(rows)
+
+
+def readable_by_owner(*, session: Session, owner_id: int | None) -> ColumnElement[bool] | None:
+    """What a file ingested for `owner_id` may be found stored as (documents.find_by_hash): the
+    documents they may read; None, the local admin's (any). A user deleted since reads none
+    but their own, so their file becomes a new document (migration 0015)."""
+    if owner_id is None:
+        return None
+    user = session.get(User, owner_id)
+    role = Role.VIEWER if user is None else user.role
+    name = "" if user is None else user.name
+    return access.readable_condition(Actor(user_id=owner_id, name=name, role=role))
 
 
 def visible_jobs(*, session: Session, actor: Actor, rows: Sequence[Job]) -> list[Job]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from celery import Celery
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -91,17 +91,39 @@ class NewDocument:
             raise ValueError("content_hash must be 64 lowercase hex digits (sha256)")
 
 
-def find_by_hash(*, session: Session, content_hash: str) -> Document | None:
-    return session.scalars(select(Document).where(Document.content_hash == content_hash)).first()
+def find_by_hash(
+    *, session: Session, content_hash: str, readable: ColumnElement[bool] | None = None
+) -> Document | None:
+    """A document of this file; with `readable` (app.services.access.readable_condition), one
+    that its reader may read: a file stored only as others' documents is not theirs to find
+    (several documents may hold one file, migration 0015). The oldest first."""
+    query = select(Document).where(Document.content_hash == content_hash)
+    if readable is not None:
+        query = query.where(readable)
+    return session.scalars(query.order_by(Document.id)).first()
 
 
-def store_document(*, session: Session, new: NewDocument) -> Document:
+def _one_store_at_a_time(session: Session, content_hash: str) -> None:
+    """On PostgreSQL, a lock on this file until the transaction ends, so that a store that
+    began a moment after another's sees its document instead of adding a second. SQLite writes
+    one transaction at a time already (store_read begins it IMMEDIATE)."""
+    if session.get_bind().dialect.name == "postgresql":
+        key = int(content_hash[:15], 16)  # 60 bits of the hash: a bigint
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
+def store_document(
+    *, session: Session, new: NewDocument, readable: ColumnElement[bool] | None = None
+) -> Document:
     """Add a ready document with its pages and passages, and flush; the caller commits.
 
-    Raises DuplicateDocument when the content hash is stored already, also when another process
-    stored it a moment ago; the session stays usable either way (the insert runs in a savepoint).
+    Raises DuplicateDocument when the file is stored already as a document (that `readable`
+    allows, see find_by_hash), also when another process stored it a moment ago: stores of one
+    file wait for each other (_one_store_at_a_time), since the database no longer holds one
+    document a file (migration 0015). The session stays usable (the insert runs in a savepoint).
     """
-    existing = find_by_hash(session=session, content_hash=new.content_hash)
+    _one_store_at_a_time(session, new.content_hash)
+    existing = find_by_hash(session=session, content_hash=new.content_hash, readable=readable)
     if existing is not None:
         raise DuplicateDocument(new.content_hash, existing.id)
     document = Document(
@@ -147,7 +169,7 @@ def store_document(*, session: Session, new: NewDocument) -> Document:
                 for box in new.redactions
             )
     except IntegrityError:
-        raced = find_by_hash(session=session, content_hash=new.content_hash)
+        raced = find_by_hash(session=session, content_hash=new.content_hash, readable=readable)
         if raced is None:
             raise  # another constraint: a bug in the caller's pages or passages
         raise DuplicateDocument(new.content_hash, raced.id) from None
@@ -308,7 +330,8 @@ def delete_document(
     collections.forget_document(session=session, document_id=document_id)
     session.delete(document)
     session.flush()
-    if stored_path:
+    # The file stays while another document holds it (one per reader, migration 0015).
+    if stored_path and find_by_hash(session=session, content_hash=document.content_hash) is None:
         path = (files_dir / stored_path).resolve()
         if path.is_relative_to(files_dir.resolve()):
             path.unlink(missing_ok=True)

@@ -1,8 +1,8 @@
 """An upload from the web page: check, de-duplicate, store and queue one file as an ingest job.
 
 A file refused by the quick check (app.services.upload_check: not a PDF, too large, a password
-needed or wrong) gets its sentence and no job. A file already in the library gets no job: it
-joins the chosen collection and the page links to it. Any other is copied into the document
+needed or wrong) gets its sentence and no job. A file already in the library as a document the
+uploader may read gets no job: it joins the chosen collection and the page links to it. Any other is copied into the document
 store and queued (app.services.dispatch.submit_job, which commits); its password is kept on the
 job, for the worker, only when the file is encrypted. Nothing here logs the password or the text.
 """
@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from app.db.models import JobKind
 from app.display import display_name
-from app.services import collections, dispatch, documents, jobs
+from app.services import access, collections, dispatch, documents, jobs
+from app.services.access import Actor
 from app.services.upload_check import check_upload
 from app.settings import Settings
 
@@ -50,10 +51,15 @@ def queue_upload(
     summarize: bool = True,
     collection_id: int | None = None,
     owner_id: int | None = None,
+    uploader: Actor | None = None,
 ) -> UploadResult:
     """Check, store and queue one uploaded file (see the module docstring). `kind` is "auto"
     (guessed from the text) or a DocumentKind value. Raises AppError, e.g. BrokerUnavailable
-    when the queue cannot be reached (the job is then failed with that sentence)."""
+    when the queue cannot be reached (the job is then failed with that sentence).
+
+    `uploader` (None: the local admin): a file already stored only as documents they may not
+    read is queued as a new file, their own document (migration 0015), and answered exactly
+    as one: the upload tells nobody that the file is stored elsewhere, nor its id."""
     name = upload_name(file_name)
     check = check_upload(
         data, password=password or None, max_bytes=settings.max_upload_bytes, file_name=name
@@ -62,7 +68,8 @@ def queue_upload(
         logger.info("upload refused before queueing: %s (%d bytes)", check.error_code, len(data))
         return UploadResult(file_name=name, refusal=check.sentence)
     content_hash = hashlib.sha256(data).hexdigest()
-    existing = documents.find_by_hash(session=session, content_hash=content_hash)
+    readable = None if uploader is None else access.readable_condition(uploader)
+    existing = documents.find_by_hash(session=session, content_hash=content_hash, readable=readable)
     if existing is not None:
         if collection_id is not None:
             collections.add_documents(

@@ -1,9 +1,11 @@
 import hashlib
+import threading
+import time
 from datetime import UTC
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -85,42 +87,59 @@ def test_duplicate_content_hash_is_refused_and_session_stays_usable(session: Ses
     assert len(documents.list_documents(session=session)) == 2
 
 
-def test_duplicate_stored_by_another_process_meanwhile(
-    session: Session, monkeypatch: pytest.MonkeyPatch
+def _until_waiting_or_done(engine, thread: threading.Thread, *, limit_s: float = 30.0) -> None:
+    """Until `thread` ends or waits for an advisory lock (pg_locks), at most `limit_s`."""
+    query = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+    deadline = time.monotonic() + limit_s
+    with engine.connect() as watcher:
+        while thread.is_alive() and time.monotonic() < deadline:
+            if watcher.execute(query).scalar():
+                return
+            watcher.rollback()
+            time.sleep(0.02)
+
+
+def test_a_store_begun_while_another_stores_the_file_waits_and_finds_it(
+    session: Session, db_engine
 ) -> None:
-    # The other process wins the race: our look-up missed its row, the insert hits the index.
-    first = documents.store_document(session=session, new=new_document("race"))
+    # One document a file is no longer the database's rule (migration 0015): on PostgreSQL the
+    # second store waits for the first's transaction (an advisory lock) and then finds its row.
+    if db_engine.dialect.name != "postgresql":
+        pytest.skip("SQLite writes one transaction at a time (store_read begins IMMEDIATE)")
+    first = documents.store_document(session=session, new=new_document("race"))  # not committed
+    caught: list[BaseException] = []
+
+    def other_process() -> None:
+        with Session(db_engine) as other:
+            try:
+                documents.store_document(session=other, new=new_document("race"))
+                other.commit()
+            except DuplicateDocument as error:
+                caught.append(error)
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    _until_waiting_or_done(db_engine, thread)  # its look-up must not come after our commit
     session.commit()
-    real_find = documents.find_by_hash
-    calls: list[str] = []
-
-    def find_missing_once(*, session: Session, content_hash: str) -> Document | None:
-        calls.append(content_hash)
-        return None if len(calls) == 1 else real_find(session=session, content_hash=content_hash)
-
-    monkeypatch.setattr(documents, "find_by_hash", find_missing_once)
-    with pytest.raises(DuplicateDocument) as caught:
-        documents.store_document(session=session, new=new_document("race"))
-    assert caught.value.document_id == first.id
-    session.commit()  # the savepoint was rolled back; the transaction is intact
-    assert _count(session, Page, first.id) == 2
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert [getattr(error, "document_id", None) for error in caught] == [first.id]
+    assert session.scalar(select(func.count()).select_from(Document)) == 1
 
 
-def test_database_enforces_unique_content_hash(session: Session) -> None:
-    for _ in range(2):
-        session.add(
-            Document(
-                content_hash="f" * 64,
-                file_name="x.pdf",
-                kind=DocumentKind.OTHER,
-                num_pages=0,
-                num_chars=0,
-                num_tokens=0,
-                status=DocumentStatus.READY,
-            )
-        )
-    with pytest.raises(IntegrityError):
-        session.flush()
+def test_a_file_may_be_several_documents_each_found_by_its_readers(session: Session) -> None:
+    first = documents.store_document(session=session, new=new_document("shared"))
+    session.flush()
+    with pytest.raises(DuplicateDocument):  # found by whoever may read it
+        documents.store_document(session=session, new=new_document("shared"))
+    others = Document.id.not_in([first.id])  # a reader of every document but the first
+    second = documents.store_document(session=session, new=new_document("shared"), readable=others)
+    session.commit()
+    assert second.id != first.id
+    found = documents.find_by_hash(
+        session=session, content_hash=first.content_hash, readable=others
+    )
+    assert found is not None and found.id == second.id
 
 
 def test_list_documents_filters(session: Session) -> None:

@@ -66,10 +66,15 @@ def _fact(document_id: int, fact: Fact) -> None:
 
 
 def render_key_facts(
-    document: Document, *, queue: Callable[[int, JobKind], None], live_jobs: LiveJobs
+    document: Document,
+    *,
+    queue: Callable[[int, JobKind], None],
+    live_jobs: LiveJobs,
+    may_run: bool = True,
 ) -> None:
     """The tab's body. `queue(document_id, kind)` queues a job and `live_jobs(job_ids)` polls
-    open jobs: the page's own helpers, shared with its other tabs."""
+    open jobs: the page's own helpers, shared with its other tabs. `may_run`: whether this
+    user may extract them (app.services.access.can); if not, no button."""
     with ctx.session() as db:
         rows = fact_service.list_facts(session=db, document_id=document.id)
         rows_of_jobs = jobs.list_document_jobs(
@@ -94,6 +99,8 @@ def render_key_facts(
         progress_line(last)
     if open_ids:
         live_jobs(open_ids)
+    if not may_run:
+        return
     label = "Extract key facts again" if rows else "Extract key facts"
     if st.button(
         label,

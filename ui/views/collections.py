@@ -51,7 +51,12 @@ def _show_next(collection_id: int | None) -> None:
         st.query_params["collection"] = str(collection_id)
 
 
-def _chosen_collection() -> int | None:
+def _may_create() -> bool:
+    with ctx.session() as db:
+        return access.can(session=db, actor=ctx.actor(), action="collection_create")
+
+
+def _chosen_collection(*, may_create: bool) -> int | None:
     with ctx.session() as db:
         rows = acting.list_collections(session=db, actor=ctx.actor())  # only those granted
     # The picker sends back the label shown, so a label is the name alone: one with the number
@@ -75,10 +80,11 @@ def _chosen_collection() -> int | None:
             placeholder="Choose a collection" if choices else "No collections yet",
             key=CHOICE_KEY,
         )
-        with st.popover(
-            "New collection", icon=":material/add:", key=POPOVER_KEY, on_change="rerun"
-        ):
-            _create_form()
+        if may_create:  # accounts (issue 25): not offered to whom may not
+            with st.popover(
+                "New collection", icon=":material/add:", key=POPOVER_KEY, on_change="rerun"
+            ):
+                _create_form()
     if chosen is not None:
         st.query_params["collection"] = str(chosen)
     return chosen
@@ -317,9 +323,13 @@ def _answer(answer: CollectionAnswer) -> None:
 
 def _page() -> None:
     st.title("Collections")
-    collection_id = _chosen_collection()
+    may_create = _may_create()
+    collection_id = _chosen_collection(may_create=may_create)
     if collection_id is None:
-        st.info("Choose a collection, or create one.", icon=":material/info:")
+        st.info(
+            "Choose a collection, or create one." if may_create else "Choose a collection.",
+            icon=":material/info:",
+        )
         return
     with ctx.session() as db:
         if collections.get_collection(session=db, collection_id=collection_id) is None:
@@ -330,8 +340,8 @@ def _page() -> None:
         answers = acting.collection_answers_for(
             session=db, actor=ctx.actor(), collection_id=collection_id
         )
-        may_write = access.can_write_collection(
-            session=db, actor=ctx.actor(), collection_id=collection_id
+        may_write = access.can(
+            session=db, actor=ctx.actor(), action="collection_write", collection_id=collection_id
         )
         num_documents = len(collections.document_ids_of(session=db, collection_id=collection_id))
         open_ids = [

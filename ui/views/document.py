@@ -33,9 +33,13 @@ def _chosen_document_id() -> int | None:
     with ctx.session() as db:
         readable = acting.list_documents(session=db, actor=ctx.actor())
         choices = {d.id: d.title or d.file_name for d in readable}
+        may_upload = access.can(session=db, actor=ctx.actor(), action="upload")
     if not choices:
-        st.info("No documents yet. Upload PDFs first.", icon=":material/info:")
-        st.page_link(ctx.UPLOAD_PAGE, label="Upload PDFs", icon=":material/upload_file:")
+        if may_upload:
+            st.info("No documents yet. Upload PDFs first.", icon=":material/info:")
+            st.page_link(ctx.UPLOAD_PAGE, label="Upload PDFs", icon=":material/upload_file:")
+        else:
+            st.info("No documents shared with you yet.", icon=":material/info:")
         return None
     chosen = st.selectbox(
         "Document", list(choices), format_func=lambda i: f"{choices[i]} (#{i})", index=None
@@ -105,7 +109,7 @@ def _method_label(method: SummaryMethod, stats: dict) -> str:
     return f":violet-badge[Hierarchical: summaries{sections}, then combined]"
 
 
-def _summary_tab(document: Document) -> None:
+def _summary_tab(document: Document, *, may_summarize: bool) -> None:
     with ctx.session() as db:
         summaries = results.list_summaries(session=db, document_id=document.id)
         rows = jobs.list_document_jobs(session=db, document_id=document.id, kind=JobKind.SUMMARIZE)
@@ -147,6 +151,8 @@ def _summary_tab(document: Document) -> None:
         progress_line(last)
     if open_ids:
         st.fragment(run_every=POLL_S)(_live_jobs)(open_ids, is_polling=True)
+    if not may_summarize:  # accounts (issue 25): a reader is not offered what writes
+        return
     is_ready = document.status == DocumentStatus.READY
     label = "Summarize again" if summaries else "Summarize"
     if st.button(
@@ -296,6 +302,13 @@ def render() -> None:
             )
             return
         _header(document)
+        with ctx.session() as db:
+            may = {
+                action: access.can(
+                    session=db, actor=ctx.actor(), action=action, document_id=document.id
+                )
+                for action in ("summarize", "facts_run")
+            }
         summary, questions, key_facts, pages = st.tabs(
             [
                 ":material/summarize: Summary",
@@ -305,13 +318,14 @@ def render() -> None:
             ]
         )
         with summary:
-            _summary_tab(document)
+            _summary_tab(document, may_summarize=may["summarize"])
         with questions:
             _questions_tab(document)
         with key_facts:
             render_key_facts(
                 document,
                 queue=_queue,
+                may_run=may["facts_run"],
                 live_jobs=lambda ids: st.fragment(run_every=POLL_S)(_live_jobs)(
                     ids, is_polling=True
                 ),

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.db.models import Document, DocumentKind, DocumentStatus
 from app.errors import AppError
-from app.services import acting, dispatch, documents, results
+from app.services import access, acting, dispatch, documents, results
 from ui import context as ctx
 
 logger = logging.getLogger("longdoc.ui.library")
@@ -75,7 +75,7 @@ def _filters() -> tuple[DocumentKind | None, DocumentStatus | None, str]:
     )
 
 
-def _row(document: Document, is_summarized: bool) -> None:
+def _row(document: Document, is_summarized: bool, *, may_delete: bool) -> None:
     cells = st.columns(COLUMNS, vertical_alignment="center")
     title = document.title or document.file_name
     cells[0].markdown(f"**{ctx.md_escape(title)}**")
@@ -89,7 +89,8 @@ def _row(document: Document, is_summarized: bool) -> None:
     cells[6].markdown(document.created_at.strftime("%Y-%m-%d %H:%M"))
     with cells[7]:
         ctx.document_link(document.id, "Open", icon=":material/open_in_new:")
-    if cells[8].button(
+    # Accounts (issue 25): offered only to whom the service would let delete it.
+    if may_delete and cells[8].button(
         "", icon=":material/delete:", key=f"delete-{document.id}", help="Delete this document"
     ):
         st.session_state["delete_document"] = (document.id, title)
@@ -109,6 +110,12 @@ def render() -> None:
                 session=db, actor=actor, kind=kind, status=status, title_query=query or None
             )
             summarized = results.summarized_document_ids(session=db)
+            deletable = {
+                row.id
+                for row in rows[:MAX_ROWS]
+                if access.can(session=db, actor=actor, action="delete", document_id=row.id)
+            }
+            may_upload = access.can(session=db, actor=actor, action="upload")
     except AppError as error:
         ctx.show_error(error)
         return
@@ -118,8 +125,11 @@ def render() -> None:
     metrics[2].metric("Tokens", f"{sum(d.num_tokens for d in everything):,}")
     metrics[3].metric("Summarized", sum(1 for d in everything if d.id in summarized))
     if not everything:
-        st.info("No documents yet. Upload PDFs to start.", icon=":material/info:")
-        st.page_link(ctx.UPLOAD_PAGE, label="Upload PDFs", icon=":material/upload_file:")
+        if may_upload:
+            st.info("No documents yet. Upload PDFs to start.", icon=":material/info:")
+            st.page_link(ctx.UPLOAD_PAGE, label="Upload PDFs", icon=":material/upload_file:")
+        else:
+            st.info("No documents shared with you yet.", icon=":material/info:")
         return
     if not rows:
         st.info("No documents match these filters.", icon=":material/filter_alt_off:")
@@ -129,7 +139,7 @@ def render() -> None:
         for cell, label in zip(header, HEADERS, strict=True):
             cell.caption(f"**{label}**" if label else "")
         for document in rows[:MAX_ROWS]:
-            _row(document, document.id in summarized)
+            _row(document, document.id in summarized, may_delete=document.id in deletable)
     shown = min(len(rows), MAX_ROWS)
     st.caption(
         f"{shown} of {len(rows)} matching document{'s' if len(rows) != 1 else ''}"

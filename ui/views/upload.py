@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.db.models import DocumentKind
 from app.errors import AppError
-from app.services import acting, jobs, uploads
+from app.services import access, acting, jobs, uploads
 from app.services.uploads import UploadResult
 from ui import context as ctx
 from ui.components.job_status import JobView, progress_line
@@ -36,6 +36,7 @@ def _queue_file(
             )
             return uploads.queue_upload(
                 owner_id=owner_id,
+                uploader=ctx.actor(),
                 session=db,
                 settings=ctx.settings(),
                 file_name=name,
@@ -49,7 +50,8 @@ def _queue_file(
         return UploadResult(file_name=uploads.upload_name(name), refusal=str(error))
 
 
-def _upload_form() -> None:
+def _upload_form(choices: dict[int, str]) -> None:
+    """The form; `choices`: the collections this user may upload into."""
     settings = ctx.settings()
     limit_mb = max(1, math.ceil(settings.max_upload_bytes / MIB))
     with st.form("upload-form", clear_on_submit=True, border=True):
@@ -67,9 +69,6 @@ def _upload_form() -> None:
             type="password",
             help="Used to open encrypted files of this upload; ignored for the others.",
         )
-        with ctx.session() as db:
-            readable = acting.list_collections(session=db, actor=ctx.actor())
-            choices = {c.id: c.name for c in readable}
         collection_id = st.selectbox(
             "Into collection",
             list(choices),
@@ -80,7 +79,7 @@ def _upload_form() -> None:
         )
         summarize = st.checkbox("Summarize each document once it is read", value=True)
         submitted = st.form_submit_button(
-            "Add to library", type="primary", icon=":material/library_add:"
+            "Add to library", type="primary", icon=":material/library_add:", key="upload-submit"
         )
     if not submitted:
         return
@@ -151,7 +150,23 @@ def render() -> None:
         "if you like, summarized; progress shows below without reloading."
     )
     try:
-        _upload_form()
+        # Accounts (issue 25): the form only for whom may upload, and only the collections
+        # they may upload into (app.services.access.can, which the upload asks again).
+        with ctx.session() as db:
+            actor = ctx.actor()
+            may_upload = access.can(session=db, actor=actor, action="upload")
+            choices = {
+                c.id: c.name
+                for c in acting.list_collections(session=db, actor=actor)
+                if access.can(session=db, actor=actor, action="upload", collection_id=c.id)
+            }
+        if may_upload:
+            _upload_form(choices)
+        else:
+            st.info(
+                f"Your role ({actor.role.value}) may read and ask but not upload documents.",
+                icon=":material/lock:",
+            )
         entries = st.session_state.get("uploads", [])
         if not entries:
             return

@@ -33,13 +33,12 @@ collections_cli = typer.Typer(
 commands.add_typer(collections_cli, name="collections")
 
 
-def collection_or_fail(session: Session, name: str) -> Collection:
-    found = collections.find_collection(session=session, name=name)
-    if found is None:
-        raise NotFound(
-            f"There is no collection named {display_name(name)!r}; see `longdoc collections list`."
-        )
-    return found
+def collection_or_fail(session: Session, name: str, *, action: str) -> Collection:
+    """The named collection, if the acting user (`--as`) may read it; a missing one and one
+    they may not read are refused in the same words (app.services.acting.find_collection)."""
+    return acting.find_collection(
+        session=session, actor=as_user.actor(session), name=name, action=action
+    )
 
 
 def _allow_write(session: Session, collection_id: int, action: str) -> None:
@@ -81,7 +80,7 @@ def rename_command(
 ) -> None:
     """Rename a collection."""
     with exit_on_error(), open_session(load_settings()) as session:
-        collection = collection_or_fail(session, name)
+        collection = collection_or_fail(session, name, action="collection_rename")
         _allow_write(session, collection.id, "collection_rename")
         collections.rename_collection(session=session, collection_id=collection.id, name=new_name)
         session.commit()
@@ -92,7 +91,7 @@ def rename_command(
 def delete_command(name: Annotated[str, typer.Argument(help="The collection to delete.")]) -> None:
     """Delete a collection and its questions' answers; its documents stay in the library."""
     with exit_on_error(), open_session(load_settings()) as session:
-        collection = collection_or_fail(session, name)
+        collection = collection_or_fail(session, name, action="collection_delete")
         _allow_write(session, collection.id, "collection_delete")
         count = len(collections.document_ids_of(session=session, collection_id=collection.id))
         collections.delete_collection(session=session, collection_id=collection.id)
@@ -105,20 +104,18 @@ def delete_command(name: Annotated[str, typer.Argument(help="The collection to d
 
 def _change(name: str, document_ids: list[int], *, add: bool) -> None:
     with exit_on_error(), open_session(load_settings()) as session:
-        collection = collection_or_fail(session, name)
-        missing = collections.missing_documents(session=session, document_ids=document_ids)
-        if missing:
-            listed = ", ".join(str(i) for i in missing)
-            raise NotFound(f"There is no document with id {listed}; see `longdoc docs`.")
-        if add:
-            acting.allow_add_documents(
-                session=session,
-                actor=as_user.actor(session),
-                collection_id=collection.id,
-                document_ids=document_ids,
-            )
-        else:
-            _allow_write(session, collection.id, "collection_write")
+        actor = as_user.actor(session)
+        collection = collection_or_fail(session, name, action="collection_write")
+        if actor.is_admin:  # who may read every document is told which ids are missing
+            missing = collections.missing_documents(session=session, document_ids=document_ids)
+            if missing:
+                listed = ", ".join(str(i) for i in missing)
+                raise NotFound(f"There is no document with id {listed}; see `longdoc docs`.")
+        # Anyone else: the collection's write grant, then each document readable, a missing
+        # one refused in the words of one they may not read (whether adding or removing).
+        acting.allow_add_documents(
+            session=session, actor=actor, collection_id=collection.id, document_ids=document_ids
+        )
         change = collections.add_documents if add else collections.remove_documents
         count = change(session=session, collection_id=collection.id, document_ids=document_ids)
         session.commit()
@@ -149,7 +146,7 @@ def remove_command(
 def show_command(name: Annotated[str, typer.Argument(help="The collection.")]) -> None:
     """List a collection's documents."""
     with exit_on_error(), open_session(load_settings()) as session:
-        collection = collection_or_fail(session, name)
+        collection = collection_or_fail(session, name, action="view")
         acting.open_collection(
             session=session, actor=as_user.actor(session), collection_id=collection.id
         )
@@ -212,7 +209,11 @@ def search_command(
         embedder = None if words_only else query_encoder(settings.embedding_model)
         with open_session(settings) as session:
             filters = SearchFilters(
-                collection_id=collection_or_fail(session, collection).id if collection else None,
+                collection_id=(
+                    collection_or_fail(session, collection, action="search").id
+                    if collection
+                    else None
+                ),
                 kind=kind,
                 added_from=_day(since, "--since"),
                 added_to=_day(before, "--before"),

@@ -13,8 +13,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app.db.session import make_engine, session_factory
-from app.errors import AppError, NotFound
-from app.services import documents
+from app.errors import AppError
+from app.services import access, documents
+from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 from worker.model.embedder import (
     MODELS,
@@ -50,14 +51,19 @@ def embed(
         with open_session(settings) as session:
             targets = list(document_ids or [])
             for document_id in targets:
-                if documents.get_document(session=session, document_id=document_id) is None:
-                    raise NotFound(
-                        f"There is no document with id {document_id}; see `longdoc docs`."
-                    )
+                # Accounts (issue 25): documents the acting user (`--as`) may read, as a
+                # question would embed them; a missing one and a refused one read alike.
+                as_user.require_document(session, document_id, action="embed")
+            session.commit()  # the audit rows
             if missing:
                 lacking = documents.documents_missing_embeddings(
                     session=session, model=_model_name(settings.embedding_model)
                 )
+                readable = access.readable_document_ids(
+                    session=session, actor=as_user.actor(session)
+                )
+                if readable is not None:
+                    lacking = [i for i in lacking if i in readable]
                 targets = sorted(set(targets) | set(lacking))
         if not targets:
             console.print("Every document's passages have vectors already; nothing to do.")

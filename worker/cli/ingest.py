@@ -112,6 +112,7 @@ def ingest(
                         count_tokens=count_tokens,
                         on_stage=on_stage,
                         embedder=embedder,
+                        owner_id=owner_id,
                     )
                     outcomes.append(outcome)
                     facts.send(outcome)

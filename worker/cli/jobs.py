@@ -205,7 +205,7 @@ def _ask_collection(
     settings = load_settings()
     question = questions.typed_question(question, max_chars=settings.max_question_chars)
     with open_session(settings) as session:
-        collection = collection_or_fail(session, name)
+        collection = collection_or_fail(session, name, action="ask")
         acting.allow_collection_question(
             session=session,
             actor=as_user.actor(session),

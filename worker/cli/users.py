@@ -125,7 +125,7 @@ def grant_command(
     if read and write:
         raise typer.BadParameter("Give --read or --write, not both.")
     with exit_on_error(), open_session(load_settings()) as session:
-        found = collection_or_fail(session, collection)
+        found = collection_or_fail(session, collection, action="grant")
         accounts.grant(
             session=session,
             actor=as_user.actor(session),
@@ -145,7 +145,7 @@ def revoke_command(
 ) -> None:
     """Take back a user's grant on a collection."""
     with exit_on_error(), open_session(load_settings()) as session:
-        found = collection_or_fail(session, collection)
+        found = collection_or_fail(session, collection, action="revoke")
         had = accounts.revoke(
             session=session, actor=as_user.actor(session), name=name, collection_id=found.id
         )

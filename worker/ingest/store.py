@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.session import write_transaction
@@ -153,13 +154,15 @@ def read_pdf(
     on_stage: Progress | None = None,
     file_name: str | None = None,
     embedder: Embedder | None = None,
+    readable: ColumnElement[bool] | None = None,
 ) -> ReadPdf | StoredDocument:
-    """Read one PDF for `store_read`; a file stored before is not parsed again: its document comes
+    """Read one PDF for `store_read`; a file stored before as a document that `readable` allows
+    (app.services.access.readable_condition; None: any) is not parsed again: its document comes
     back as PRESENT. Raises DocumentError (UnreadableFile for an OSError). `file_name` names the
     document when `path` is a stored copy (the document store names its files by content hash).
     With an `embedder`, the passages get their vectors (stage "embedding")."""
     try:
-        return _read(path, sessions, options, count_tokens, on_stage, file_name, embedder)
+        return _read(path, sessions, options, count_tokens, on_stage, file_name, embedder, readable)
     except OSError as error:
         raise UnreadableFile(error) from None
 
@@ -172,6 +175,7 @@ def _read(
     on_stage: Progress | None,
     file_name: str | None,
     embedder: Embedder | None,
+    readable: ColumnElement[bool] | None,
 ) -> ReadPdf | StoredDocument:
     stage = on_stage or (lambda _: None)
     timings: dict[str, float] = {}
@@ -188,7 +192,9 @@ def _read(
     content_hash = documents.content_hash_of(path)
     lap("hash")
     with sessions() as session:
-        existing = documents.find_by_hash(session=session, content_hash=content_hash)
+        existing = documents.find_by_hash(
+            session=session, content_hash=content_hash, readable=readable
+        )
         if existing is not None:
             return _present(existing.id, existing.num_pages)
 
@@ -235,7 +241,12 @@ def _read(
 
 
 def store_read(
-    session: Session, read: ReadPdf, *, files_dir: Path, on_stage: Progress | None = None
+    session: Session,
+    read: ReadPdf,
+    *,
+    files_dir: Path,
+    on_stage: Progress | None = None,
+    readable: ColumnElement[bool] | None = None,
 ) -> StoredDocument:
     """The file into the document store and its document into `session` (flushed; the caller
     commits, with its job row), in a write transaction (app.db.session.write_transaction, begun
@@ -263,7 +274,7 @@ def store_read(
     # saved, so it waits for the write lock rather than failing with "database is locked".
     write_transaction(session)
     try:
-        document = documents.store_document(session=session, new=new)
+        document = documents.store_document(session=session, new=new, readable=readable)
     except DuplicateDocument as duplicate:
         # Another process stored the same file while we parsed it.
         return _present(duplicate.document_id, parsed.num_pages)

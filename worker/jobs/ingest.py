@@ -115,7 +115,8 @@ def run_ingest(
             _forget_password(job_id, sessions)
         _discard_refused_copy(job_id, sessions, options.files_dir)
     _into_collection(job_id, params.collection_id, ingested.document.document_id, sessions)
-    _claim(params.owner_id, ingested.document.document_id, sessions)  # accounts (issue 25)
+    if ingested.document.status == STORED:  # accounts (issue 25): what the upload stored
+        _claim(params.owner_id, ingested.document.document_id, sessions)
     follow_up = ingested.stats.get("follow_up_job_id")
     return job_run.RunOutcome(
         job_id,
@@ -133,10 +134,12 @@ def ingest_file(
     count_tokens: TokenCounter,
     on_stage: Progress | None = None,
     embedder: Embedder | None = None,
+    owner_id: int | None = None,
 ) -> IngestOutcome:
     """Store one PDF for the command line, in a job this process owns, or say why not; never
     raises, so one file's failure never stops a batch. With an `embedder`, each passage is
-    stored with its vector (hybrid retrieval).
+    stored with its vector (hybrid retrieval). `owner_id`: the user it is ingested for (`--as`),
+    who finds it PRESENT only as a document they may read.
 
     A database locked by another writer is waited for and retried (app/db/retry.py); past the
     retries the file is refused with a DatabaseBusy sentence and its job failed.
@@ -152,7 +155,7 @@ def ingest_file(
         return IngestOutcome(
             path=path, status=REFUSED, error_code="internal_error", reason=_UNEXPECTED
         )
-    params = IngestParams(file_name=path.name)
+    params = IngestParams(file_name=path.name, owner_id=owner_id)
     try:
         ingested = with_lock_retries(
             lambda: _ingest_into_job(
@@ -214,7 +217,11 @@ def _ingest_into_job(
     embedder: Embedder | None,
 ) -> _Ingested:
     """Read and store the file, and finish the started job with its follow-ups in one commit.
-    Raises DocumentError (and database errors) for the caller to record."""
+    Raises DocumentError (and database errors) for the caller to record. A file already stored
+    is PRESENT only as a document its owner may read (accounts, issue 25): else it becomes
+    their own document, so an upload tells nobody of another's document."""
+    with sessions() as session:
+        readable = acting.readable_by_owner(session=session, owner_id=params.owner_id)
     read = read_pdf(
         path,
         sessions=sessions,
@@ -223,13 +230,16 @@ def _ingest_into_job(
         on_stage=on_stage,
         file_name=params.file_name or None,
         embedder=embedder,
+        readable=readable,
     )
     with sessions() as session:
         if isinstance(read, StoredDocument):
             document = read
             write_transaction(session)  # finishing the job (store_read begins its own)
         else:
-            document = store_read(session, read, files_dir=options.files_dir, on_stage=on_stage)
+            document = store_read(
+                session, read, files_dir=options.files_dir, on_stage=on_stage, readable=readable
+            )
         stats = _finish_with_follow_ups(
             session, job_id, document, params, key_facts=options.key_facts
         )
