@@ -9,6 +9,7 @@ live; Ctrl-C stops only the waiting, never the job.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -185,18 +186,16 @@ def ask(
             job_id = submit(
                 settings, session, JobKind.ANSWER, document_id=document_id, params=params
             )
-        status = error_console if as_json else console
-        status.print(f"Queued job {job_id}.")
-        if not wait:
-            return
-        wait_for(settings, job_id, shown_on=status)
-        with open_session(settings) as session:
-            answer = results.get_answer_for_job(session=session, job_id=job_id)
-            if as_json:
-                console.out(json.dumps(answer_record(answer), ensure_ascii=False, indent=2))
-                return
-            console.rule(f"Answer about document {document_id}")
-            print_answer(console, answer)
+        _show_when_done(
+            settings,
+            job_id,
+            wait=wait,
+            as_json=as_json,
+            read=lambda session: results.get_answer_for_job(session=session, job_id=job_id),
+            record=answer_record,
+            title=f"Answer about document {document_id}",
+            show=print_answer,
+        )
 
 
 def _ask_collection(
@@ -224,18 +223,44 @@ def _ask_collection(
         job_id = submit(
             settings, session, JobKind.ANSWER, collection_id=collection_id, params=params
         )
+    _show_when_done(
+        settings,
+        job_id,
+        wait=wait,
+        as_json=as_json,
+        read=lambda session: collection_answers.get_for_job(session=session, job_id=job_id),
+        record=collection_answer_record,
+        title=f"Answer across {escape(collection_name)!r}",
+        show=print_collection_answer,
+    )
+
+
+def _show_when_done(
+    settings: Settings,
+    job_id: int,
+    *,
+    wait: bool,
+    as_json: bool,
+    read: Callable[[Session], Any],
+    record: Callable[[Any], dict[str, Any]],
+    title: str,
+    show: Callable[[Console, Any], None],
+) -> None:
+    """Say the job is queued; with `wait`, follow it to its end, then print what `read` finds
+    (as JSON through `record`, else under `title` through `show`). Progress and the queued line
+    go to stderr with --json, so stdout holds the JSON alone."""
     status = error_console if as_json else console
     status.print(f"Queued job {job_id}.")
     if not wait:
         return
     wait_for(settings, job_id, shown_on=status)
     with open_session(settings) as session:
-        answer = collection_answers.get_for_job(session=session, job_id=job_id)
+        found = read(session)
         if as_json:
-            console.out(json.dumps(collection_answer_record(answer), ensure_ascii=False, indent=2))
+            console.out(json.dumps(record(found), ensure_ascii=False, indent=2))
             return
-        console.rule(f"Answer across {escape(collection_name)!r}")
-        print_collection_answer(console, answer)
+        console.rule(title)
+        show(console, found)
 
 
 def wait_for(settings: Settings, job_id: int, *, shown_on: Console = console) -> Job:
