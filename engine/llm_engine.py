@@ -5,10 +5,10 @@ prefill chunks that fit the step's token budget (engine/scheduler.py), the model
 their inputs, computes them in one forward pass and samples the next ids on the device
 (ModelRunner.launch), and the sampled tokens go to their requests (Request.take_token), whose
 text is made last (Request.process_text). engine/step_pipeline.py schedules and launches each
-step before it reads the previous one's tokens back; the engine owns the requests and makes their
-text. `add_request`, `step` and `abort` are the serving API; `generate_many` and `generate` are
-loops over step(). Not thread-safe: one thread drives an engine (engine/engine_loop.py serves
-other threads).
+step before it reads the previous one's tokens back; the engine owns the requests (each step is
+given them to read) and makes their text. `add_request`, `step` and `abort` are the serving API;
+`generate_many` and `generate` are loops over step(). Not thread-safe: one thread drives an
+engine (engine/engine_loop.py serves other threads).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Sequence as SequenceOf
 from dataclasses import replace
 from functools import partial
-from types import MappingProxyType
 
 import torch
 
@@ -127,15 +126,15 @@ class LLMEngine:
         scheduling, the host reads a step's tokens during the next step: a request's result
         comes one step after its last token was computed).
 
-        The layers of a step, each with its own job: EngineLoop._run (engine_loop.py) serves
-        other threads between steps; this method steps every placement (the main one and the
-        CPU copy of oom_policy "cpu") and makes the text; StepPipeline.step overlaps one
-        placement's steps (schedule ahead, launch, read back, retry out of memory); and
-        ModelRunner.launch computes a step (inputs, forward, sampling on the device)."""
+        Per placement (the main one, and the CPU copy of oom_policy "cpu"), its StepPipeline
+        schedules (Scheduler.schedule), runs (ModelRunner.launch: inputs, forward, sampled ids)
+        and gives the sampled ids to their requests, one step ahead where it can; then the
+        engine makes the requests' text. EngineLoop (engine_loop.py) calls this between serving
+        other threads."""
         for pipeline in self._pipelines_with_work():
-            self._text_pending += pipeline.step()  # schedule -> run -> tokens to their requests
-        finished = self._process_text()  # postprocess: text, stop strings, loops, callbacks
-        return finished + self._collect_failed()
+            # schedule -> run -> sampled ids to their requests
+            self._text_pending += pipeline.step(self._requests)
+        return self._postprocess()  # text, stop strings, loops, callbacks; the results
 
     # ---- lower KV tiers (engine/kv_tiers/) ------------------------------------------------
 
@@ -387,6 +386,11 @@ class LLMEngine:
             if pipeline.has_work:
                 yield pipeline
 
+    def _postprocess(self) -> list[GenerationResult]:
+        """The requests done: those whose text ended them or that the steps ended, then those
+        an out-of-memory policy failed."""
+        return self._process_text() + self._collect_failed()
+
     def _process_text(self) -> list[GenerationResult]:
         """Text of the tokens taken so far; the results of the requests that are done."""
         finished: list[GenerationResult] = []
@@ -438,7 +442,6 @@ class LLMEngine:
     def _add_pipeline(self, placement: Placement) -> None:
         self._pipelines[placement.name] = StepPipeline(
             placement,
-            MappingProxyType(self._requests),  # read only: the engine adds and removes
             is_async=self.config.async_scheduling,
             on_out_of_memory=partial(on_out_of_memory, self),
             fault_injector=self._fault_injector,

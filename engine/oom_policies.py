@@ -56,8 +56,7 @@ def on_out_of_memory(engine: OomHost, placement: Placement, step: Step) -> None:
 def apply_oom_policy(engine: OomHost, placement: Placement, step: Step) -> None:
     chunk = step.largest_prefill
     if chunk is None:
-        victim = max(placement.scheduler.running, key=lambda s: (-s.priority, s.arrival_time))
-        _fail(engine, placement, victim)
+        _fail(engine, placement, placement.scheduler.lowest_priority_running())
         return
     seq = chunk.seq
     request = engine.request_of(seq)
@@ -104,17 +103,12 @@ def _move_to_cpu(engine: OomHost, placement: Placement, seq: Sequence) -> None:
 def _truncate(engine: OomHost, placement: Placement, seq: Sequence) -> None:
     """Keep as many tokens as fitted: the computed head and a tail of a quarter of that."""
     request = engine.request_of(seq)
-    blocks = placement.blocks
     num_fitted = seq.num_computed_tokens
     num_original = seq.num_tokens
     num_tail = max(1, num_fitted // TRUNCATE_TAIL_SHARE)
     num_head = num_fitted - num_tail
     tail = seq.token_ids[num_original - num_tail :]
-    blocks.truncate(seq, num_head)
-    for token_id in tail:
-        seq.append_token(token_id)
-        blocks.append_slot(seq)
-    seq.num_prompt_tokens = seq.num_tokens
+    placement.scheduler.truncate_prompt(seq, num_head, tail)
     request.is_truncated = True
     request.stats.record_fallback(
         FALLBACK_TRUNCATED,

@@ -168,6 +168,20 @@ class Scheduler:
         seq.num_cached_tokens = 0
         seq.tier_loads = {}
 
+    def truncate_prompt(self, seq: Sequence, num_head: int, tail: list[int]) -> None:
+        """Make a running request's prompt its first num_head tokens (their KV kept) followed by
+        `tail` (to be computed), with cache slots for the tail (the OOM policy "truncate")."""
+        self.blocks.truncate(seq, num_head)
+        for token_id in tail:
+            seq.append_token(token_id)
+            self.blocks.append_slot(seq)
+        seq.num_prompt_tokens = seq.num_tokens
+
+    def lowest_priority_running(self) -> Sequence:
+        """The running request of the lowest priority, the newest among equals: the one a
+        decode step that runs out of memory at the smallest budget fails."""
+        return max(self.running, key=lambda seq: (-seq.priority, seq.arrival_time))
+
     @property
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)

@@ -18,8 +18,9 @@ read right after its launch: the same code, no overlap.
 What a step computes is the model runner's (ModelRunner.launch: inputs, forward, sampling on
 the device); what is done with its tokens is the request's (Request.take_token). This module
 holds only the overlap: when to schedule ahead, launch, read back, and the retry of a step that
-ran out of device memory. It reads the engine's requests and never changes which exist: step()
-returns the requests it read, whose text the engine makes.
+ran out of device memory. It keeps no request of its own: step() is given the engine's requests
+to read (it never changes which exist) and returns the requests it read, whose text the engine
+makes.
 """
 
 from __future__ import annotations
@@ -43,19 +44,16 @@ class StepPipeline:
     def __init__(
         self,
         placement: Placement,
-        requests: Mapping[int, Request],
         *,
         is_async: bool,
         on_out_of_memory: Callable[[Placement, Step], None],
         fault_injector: FaultInjector | None = None,
     ) -> None:
-        """requests: the engine's requests by id, read only (a live view: the engine adds and
-        removes them). fault_injector: called before each step of the main placement (tests
-        inject faults)."""
+        """fault_injector: called before each step of the main placement (tests inject
+        faults)."""
         self.placement = placement
         self.is_async = is_async
         self.num_steps = 0
-        self._requests = requests
         self._on_out_of_memory = on_out_of_memory
         self._fault_injector = fault_injector
         self._in_flight: LaunchedStep | None = None
@@ -66,35 +64,36 @@ class StepPipeline:
     def has_work(self) -> bool:
         return self._in_flight is not None or self.placement.scheduler.has_unfinished
 
-    def step(self) -> list[Request]:
-        """Launch the next step, then read the one before it (async) or this one (not). Returns
-        the requests read that took a token or ended: their text is still to be made."""
+    def step(self, requests: Mapping[int, Request]) -> list[Request]:
+        """Launch the next step, then read the one before it (async) or this one (not). requests:
+        the engine's requests by id, read (a request absent, or finished, has its token dropped).
+        Returns the requests read that took a token or ended: their text is still to be made."""
         previous, self._in_flight = self._in_flight, None
-        if previous is not None and not self._can_schedule_ahead():
-            self._read(previous)  # its tokens are needed to schedule: no overlap this time
+        if previous is not None and not self._can_schedule_ahead(requests):
+            self._read(previous, requests)  # its tokens are needed to schedule: no overlap
             previous = None
-        current, previous = self._launch_next(previous)  # schedule -> run
+        current, previous = self._launch_next(previous, requests)  # schedule -> run
         if self.is_async:
             self._in_flight, due = current, previous  # current is read in the next step()
         else:
             due = current
         if due is not None:
-            self._read(due)  # the sampled ids to their requests
+            self._read(due, requests)  # the sampled ids to their requests
         read, self._read_requests = self._read_requests, []
         return read
 
     # ---- launch ---------------------------------------------------------------------------
 
-    def _can_schedule_ahead(self) -> bool:
+    def _can_schedule_ahead(self, requests: Mapping[int, Request]) -> bool:
         scheduler = self.placement.scheduler
         for seq in scheduler.running:
-            request = self._requests.get(seq.request_id)
+            request = requests.get(seq.request_id)
             if request is not None and request.params.has_penalties:
                 return False
         return scheduler.can_schedule_without_preemption()
 
     def _launch_next(
-        self, previous: LaunchedStep | None
+        self, previous: LaunchedStep | None, requests: Mapping[int, Request]
     ) -> tuple[LaunchedStep | None, LaunchedStep | None]:
         """The step launched (None: nothing to run) and `previous` unless it was read here."""
         placement = self.placement
@@ -106,16 +105,18 @@ class StepPipeline:
             try:
                 if self._fault_injector is not None and placement.name == MAIN:
                     self._fault_injector(placement.name, step)
-                return self._launch(step, previous), previous
+                return self._launch(step, previous, requests), previous
             except torch.OutOfMemoryError:
                 release_cached(placement.device)
                 if previous is not None:  # the policies below need every token known
-                    self._read(previous)
+                    self._read(previous, requests)
                     previous = None
                 self._on_out_of_memory(placement, step)
 
-    def _launch(self, step: Step, previous: LaunchedStep | None) -> LaunchedStep:
-        launched = self.placement.runner.launch(step, self._requests, previous)
+    def _launch(
+        self, step: Step, previous: LaunchedStep | None, requests: Mapping[int, Request]
+    ) -> LaunchedStep:
+        launched = self.placement.runner.launch(step, requests, previous)
         # Nothing below can run out of device memory: the step is committed.
         self.placement.scheduler.complete(step)
         if self.placement.tiers is not None:
@@ -128,7 +129,7 @@ class StepPipeline:
 
     # ---- read back ------------------------------------------------------------------------
 
-    def _read(self, launched: LaunchedStep) -> None:
+    def _read(self, launched: LaunchedStep, requests: Mapping[int, Request]) -> None:
         """The step's output: counters, tokens, stop tokens and lengths. Text comes later, in
         the engine's pass over the requests step() returns (while the next step computes)."""
         token_ids = launched.token_ids()
@@ -137,7 +138,7 @@ class StepPipeline:
         placement = self.placement
         interrupt: BaseException | None = None
         for chunk in launched.step.chunks:
-            request = self._requests.get(chunk.seq.request_id)
+            request = requests.get(chunk.seq.request_id)
             if request is None or request.is_finished:
                 continue  # aborted, or ended by its text meanwhile: its token is dropped
             try:

@@ -203,6 +203,33 @@ def test_abort_frees_blocks_wherever_the_request_is() -> None:
     assert scheduler.blocks.num_free_blocks == 16 and not scheduler.has_unfinished
 
 
+def test_the_oom_policies_edit_requests_through_the_scheduler() -> None:
+    scheduler, clock = _scheduler(num_blocks=16, max_num_seqs=8)
+    long = _seq(20)  # 5 blocks
+    scheduler.add(long)
+    step = scheduler.schedule()
+    scheduler.complete(step)  # 16 of 20 tokens computed
+    tail = long.token_ids[-3:]
+    scheduler.truncate_prompt(long, 10, tail)  # "truncate": head 10 kept, the last 3 after it
+    assert long.token_ids == [*range(long.request_id * 1000, long.request_id * 1000 + 10), *tail]
+    assert long.num_prompt_tokens == long.num_tokens == 13
+    assert long.num_computed_tokens == 10  # the head's KV is kept; the tail is computed
+    assert len(long.block_table) == 4 and scheduler.blocks.num_free_blocks == 12
+    assert _plan(scheduler.schedule()) == [(long.request_id, 10, 3)]
+    # A decode step at the smallest budget fails the lowest priority, newest among equals.
+    clock.now += 1
+    newer, urgent = _seq(2), _seq(2, priority=3)
+    scheduler.add(newer)
+    scheduler.add(urgent)
+    scheduler.schedule()
+    assert scheduler.lowest_priority_running() is newer
+    # "cpu": off this scheduler, its blocks freed, to be added elsewhere.
+    scheduler.evict(long)
+    assert long not in scheduler.running and long.num_cached_tokens == 0
+    assert scheduler.lowest_priority_running() is newer
+    assert scheduler.blocks.num_free_blocks == 14
+
+
 def test_config_is_validated() -> None:
     with pytest.raises(ValueError, match="admission_window_s"):
         SchedulerConfig(admission_window_s=0.2)
