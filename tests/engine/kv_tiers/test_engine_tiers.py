@@ -68,23 +68,27 @@ def test_corrupted_and_truncated_files_are_dropped_and_recomputed(
     writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
     writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
     writer.close()
-    reader = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
-    disk = reader._main.tiers.disk
     hashes = _block_hashes(doc)
-    flipped = tmp_path / disk.relative_path(hashes[5])
-    data = bytearray(flipped.read_bytes())
-    data[-100] ^= 0x40
-    flipped.write_bytes(bytes(data))
-    truncated = tmp_path / disk.relative_path(hashes[9])
-    truncated.write_bytes(truncated.read_bytes()[:-7])
-
     expected = cold_engine.generate(question(doc, 2), GREEDY).token_ids
-    result = reader.generate(question(doc, 2), GREEDY, cache_tag=TAG)
-    assert result.stats.tier_tokens("disk") == 5 * BLOCK_SIZE  # up to the flipped block
-    assert result.token_ids == expected
-    # Both damaged files were read (ahead) and deleted; computed again, they are written again.
-    assert disk.counts.num_corrupt_dropped == 2
-    reader.close()
+
+    # One damage per engine: the read stops at the first bad block, and whether the read-ahead
+    # reached a later one is a matter of thread timing, which a test must not depend on.
+    for damaged, damage in ((5, "flip a byte"), (9, "cut the end")):
+        reader = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+        disk = reader._main.tiers.disk
+        path = tmp_path / disk.relative_path(hashes[damaged])
+        data = bytearray(path.read_bytes())
+        if damage == "flip a byte":
+            data[-100] ^= 0x40
+        else:
+            data = data[:-7]
+        path.write_bytes(bytes(data))
+        result = reader.generate(question(doc, 2), GREEDY, cache_tag=TAG)
+        assert result.stats.tier_tokens("disk") == damaged * BLOCK_SIZE, damage
+        assert result.token_ids == expected, damage
+        # The damaged file was read and deleted; computed again, it is written again.
+        assert disk.counts.num_corrupt_dropped == 1, damage
+        reader.close()
     restarted = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
     result = restarted.generate(question(doc, 2), GREEDY, cache_tag=TAG)
     assert result.stats.tier_tokens("disk") == 19 * BLOCK_SIZE  # every full block
