@@ -158,9 +158,7 @@ def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
     if kind == k.RELIEF:
         # "Tarrant filed suit ..., seeking to enjoin": the asking words before the relief, in
         # its sentence, and the party the question names there too.
-        before = text[max(0, value.start - RELIEF_REACH_CHARS) : value.start]
-        ends = list(_SENTENCE_END.finditer(before))
-        before = before[ends[-1].end() :] if ends else before
+        before = text[_sentence_start(text, value, RELIEF_REACH_CHARS) : value.start]
         named = _named_in(clause)
         near = text[max(0, value.start - RELIEF_REACH_CHARS) : value.end]
         return ROLE[kind].search(before) is not None and all(
@@ -184,11 +182,17 @@ def role_of(kind: str, clause: str, quote: Quoted, value: Value) -> bool:
 DOSE_SCOPE_BEFORE_CHARS, DOSE_SCOPE_AFTER_CHARS = 240, 80
 
 
+def _sentence_start(text: str, value: Value, reach: int) -> int:
+    """Where the sentence holding `value` starts, at most `reach` characters before it (a
+    flattened table row has no sentence end)."""
+    start = max(0, value.start - reach)
+    ends = list(_SENTENCE_END.finditer(text, start, value.start))
+    return ends[-1].end() if ends else start
+
+
 def _own_sentence(text: str, value: Value) -> str:
     """The sentence of `text` that `value` is in, at most the reach above around it."""
-    start = max(0, value.start - DOSE_SCOPE_BEFORE_CHARS)
-    ends = list(_SENTENCE_END.finditer(text, start, value.start))
-    start = ends[-1].end() if ends else start
+    start = _sentence_start(text, value, DOSE_SCOPE_BEFORE_CHARS)
     end = min(len(text), value.end + DOSE_SCOPE_AFTER_CHARS)
     after = _SENTENCE_END.search(text, value.end, end)
     return text[start : after.start() + 1 if after else end]
@@ -259,10 +263,8 @@ def _graded_otherwise(clause: str, text: str, value: Value) -> bool:
     wanted = {m.lastgroup for m in _GRADE.finditer(clause)}
     if not wanted:
         return False
-    start = max(0, value.start - GRADE_REACH_CHARS)
     # Within the dose's own sentence: a grade in an earlier sentence is about something else.
-    ends = list(_SENTENCE_END.finditer(text, start, value.start))
-    start = ends[-1].end() if ends else start
+    start = _sentence_start(text, value, GRADE_REACH_CHARS)
     found = list(_GRADE.finditer(text, start, value.start))
     if not found:
         return False
