@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,20 @@ RANDOM_PRESETS: dict[str, dict[str, Any]] = {
         intermediate_size=14336,
         num_hidden_layers=32,
         num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+        rope_theta=500000.0,
+        max_position_embeddings=262144,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+    ),
+    # Llama-3-70B: hidden 8192, 80 layers, 64 heads, 8 KV heads, MLP 28672. In bf16 (141 GB) it
+    # does not fit one H200; bench/generate.py builds it in FP8 directly (random_fp8_state_dict).
+    "llama3-70b-random": dict(
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
         num_key_value_heads=8,
         vocab_size=128256,
         rope_theta=500000.0,
@@ -99,12 +114,35 @@ def load_hf_checkpoint(folder: Path, *, device: torch.device, dtype: torch.dtype
 def write_config_and_tokenizer(model: torch.nn.Module, folder: Path) -> Path:
     """config.json of `model` and a small word-level tokenizer (random weights have no real one;
     the engine only needs a tokenizer to decode generated text)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     folder.mkdir(parents=True, exist_ok=True)
     model.config.save_pretrained(folder)
+    _write_tokenizer(folder)
+    return folder
+
+
+# A chat template for random-weight checkpoints that an OpenAI-compatible server must chat with.
+PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }} : {{ message['content'] }} "
+    "{% endfor %}{% if add_generation_prompt %}assistant : {% endif %}"
+)
+
+
+def _write_tokenizer(
+    folder: Path,
+    *,
+    vocab_size: int = 256,
+    words: tuple[str, ...] = (),
+    chat_template: str | None = None,
+) -> None:
+    """A word-level tokenizer: `words` first (each one token), then w<i> up to vocab_size, so
+    that every id the model can write decodes to text."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    vocab.update({f"w{i}": i for i in range(3, 256)})
+    for word in words:
+        vocab.setdefault(word, len(vocab))
+    for i in range(len(vocab), vocab_size):
+        vocab[f"w{i}"] = i
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(folder / "tokenizer.json"))
@@ -114,7 +152,24 @@ def write_config_and_tokenizer(model: torch.nn.Module, folder: Path) -> Path:
         "bos_token": "<s>",
         "eos_token": "</s>",
     }
+    if chat_template is not None:
+        tokenizer_config["chat_template"] = chat_template
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+
+
+def write_chat_checkpoint(model: torch.nn.Module, folder: Path, words: tuple[str, ...]) -> Path:
+    """A safetensors checkpoint folder of `model` that chat servers load: config, weights, and a
+    word-level tokenizer over the whole vocabulary (`words` first) with a plain chat template."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(folder)
+    model.generation_config.save_pretrained(folder)
+    _write_tokenizer(
+        folder,
+        vocab_size=model.config.vocab_size,
+        words=words,
+        chat_template=PLAIN_CHAT_TEMPLATE,
+    )
+    write_weights(model, folder)
     return folder
 
 
@@ -160,3 +215,78 @@ class ModelSource:
             )
         assert self.folder is not None
         return load_hf_checkpoint(self.folder, device=self.device, dtype=self.dtype)
+
+
+def random_fp8_checkpoint(
+    preset: str, folder: Path, *, device: torch.device, seed: int = 0
+) -> ConsumedStateDict:
+    """A Llama checkpoint of `preset`'s shape with random weights (std 0.02) as an "fp8"
+    checkpoint holds them: each projection E4M3 with one scale per output row, embeddings, norms
+    and lm_head in bf16. Built tensor by tensor on `device`, never whole in bf16 (a 70B is 141 GB
+    in bf16, 72 GB so). Writes config.json (with its quantization_config) and a tokenizer to
+    `folder`; returns the tensors in checkpoint naming, for LLMEngine(state_dict=...)."""
+    from transformers import LlamaConfig
+
+    from engine.models.fp8 import quantize_rows
+
+    config = LlamaConfig(**RANDOM_PRESETS[preset])
+    config.quantization_config = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+    folder.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(folder)
+    _write_tokenizer(folder)
+    generator = torch.Generator(device=device).manual_seed(seed)
+
+    def normal(rows: int, cols: int) -> torch.Tensor:
+        out = torch.empty(rows, cols, device=device, dtype=torch.bfloat16)
+        return out.normal_(0.0, 0.02, generator=generator)
+
+    hidden, inter = config.hidden_size, config.intermediate_size
+    head_dim = hidden // config.num_attention_heads
+    kv = config.num_key_value_heads * head_dim
+    state: dict[str, torch.Tensor] = {
+        "model.embed_tokens.weight": normal(config.vocab_size, hidden),
+        "model.norm.weight": torch.ones(hidden, device=device, dtype=torch.bfloat16),
+        "lm_head.weight": normal(config.vocab_size, hidden),
+    }
+    shapes = {
+        "self_attn.q_proj": (hidden, hidden),
+        "self_attn.k_proj": (kv, hidden),
+        "self_attn.v_proj": (kv, hidden),
+        "self_attn.o_proj": (hidden, hidden),
+        "mlp.gate_proj": (inter, hidden),
+        "mlp.up_proj": (inter, hidden),
+        "mlp.down_proj": (hidden, inter),
+    }
+    for layer in range(config.num_hidden_layers):
+        prefix = f"model.layers.{layer}."
+        for name, (rows, cols) in shapes.items():
+            weight, scale = quantize_rows(normal(rows, cols))
+            state[f"{prefix}{name}.weight"] = weight
+            state[f"{prefix}{name}.weight_scale"] = scale
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            state[f"{prefix}{norm}.weight"] = torch.ones(
+                hidden, device=device, dtype=torch.bfloat16
+            )
+    return ConsumedStateDict(state)
+
+
+class ConsumedStateDict(Mapping):
+    """A state dict that gives each tensor up as the engine's loader reads it (items() pops), so
+    that the loader's fused q/k/v and gate/up tensors replace the parts rather than join them: a
+    70B in FP8 (72 GB) would otherwise peak near twice that while it loads."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        self._tensors = tensors
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._tensors[name]
+
+    def __iter__(self):
+        return iter(list(self._tensors))
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    def items(self):  # type: ignore[override]
+        for name in list(self._tensors):
+            yield name, self._tensors.pop(name)

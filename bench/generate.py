@@ -20,6 +20,13 @@ CUDA parts (--parts to choose):
               document already in the prefix cache, at high priority: time to its first token
               (median of 10) and its decode speed against the same question alone
   prefill     32K and 128K prompts through prefill_logits (as bench/prefill.py times them)
+  latency     1, 8, 16 and 32 concurrent requests (4K prompts, 256 new tokens): P50/P99 time to the
+              first token and time per output token over the requests
+  long        one 32K prompt, 256 new tokens: time to the first token and decode speed
+Shapes (--shape): llama3-8b-random (default) or llama3-70b-random. --weights fp8 runs the
+projections in FP8 (the 8B quantized at load from transformers' bf16 weights; the 70B built as an
+FP8 checkpoint directly, 72 GB, since in bf16 it does not fit: no transformers part for it);
+--kv-dtype fp8 keeps the KV cache in E4M3.
 CPU parts: hf (transformers generate, batch 1 and 8, 1,000-token prompt, 128 new tokens, on the
 default model's weights as the engine converted them), single (the engine, one stream, the same
 lengths) and sections (8 prompts of about 1,000 tokens, 128 new tokens each, batched against one
@@ -34,6 +41,7 @@ the .md beside it is written by hand from the JSON files.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -46,11 +54,17 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench import _engine_runs as er  # noqa: E402
-from bench._models import default_gguf_path, random_hf_model, write_config_and_tokenizer  # noqa: E402
+from bench._models import (  # noqa: E402
+    default_gguf_path,
+    random_fp8_checkpoint,
+    random_hf_model,
+    write_config_and_tokenizer,
+)
 from bench._report import hardware  # noqa: E402
 from engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 
 GPU_PARTS = ("hf", "single", "concurrent", "hier", "question", "prefill")
+EXTRA_GPU_PARTS = ("latency", "long")
 CPU_PARTS = ("hf", "single", "sections")
 
 
@@ -64,6 +78,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--label", help="results file: generate_<label>.json (default h200 or cpu, + .compile)"
     )
+    parser.add_argument("--shape", default="llama3-8b-random", help="a bench._models preset")
+    parser.add_argument("--weights", choices=["auto", "fp8"], default="auto")
+    parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
+    parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")
+    parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--prompt-tokens", type=int, default=4096)
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "bench-cache")
@@ -137,19 +156,21 @@ def decode_rate(times: list[float]) -> float:
     return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
 
 
-def engine_single(engine: LLMEngine, prompt_tokens: int, new_tokens: int) -> dict:
+def engine_single(engine: LLMEngine, prompt_tokens: int, new_tokens: int, runs: int = 3) -> dict:
     vocab = engine.model_args.vocab_size
     params = er.fixed_length(new_tokens)
-    engine.generate(random_prompt(prompt_tokens, 7, vocab), params)  # warm-up (graph capture)
-    runs = []
-    for seed in (11, 12, 13):
+    # Warm-up (graph capture), at the timed length unless that is long: a 32K prompt's warm-up
+    # would time its prefill twice.
+    engine.generate(random_prompt(min(prompt_tokens, 4096), 7, vocab), params)
+    results = []
+    for seed in (11, 12, 13)[:runs]:
         timeline = Timeline()
         started = time.perf_counter()
         result = engine.generate(
             random_prompt(prompt_tokens, seed, vocab), params, on_token=timeline.callback(0)
         )
         times = timeline.times[0]
-        runs.append(
+        results.append(
             {
                 "decode_tokens_per_s": decode_rate(times),
                 "time_to_first_token_s": times[0] - started,
@@ -157,8 +178,59 @@ def engine_single(engine: LLMEngine, prompt_tokens: int, new_tokens: int) -> dic
                 "tokens": len(result.token_ids),
             }
         )
-    best = statistics.median(r["decode_tokens_per_s"] for r in runs)
-    return {"runs": runs, "decode_tokens_per_s": best}
+    best = statistics.median(r["decode_tokens_per_s"] for r in results)
+    return {"prompt_tokens": prompt_tokens, "runs": results, "decode_tokens_per_s": best}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between the nearest ranks."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def engine_latency(
+    engine: LLMEngine, concurrency: tuple[int, ...], prompt_tokens: int, new_tokens: int
+) -> list[dict]:
+    """At each concurrency, that many requests added at once: time to each one's first token and
+    its time per output token after it (P50 and P99 over the requests and their tokens)."""
+    vocab = engine.model_args.vocab_size
+    params = er.fixed_length(new_tokens)
+    engine.generate_many([random_prompt(prompt_tokens, 900, vocab)], er.fixed_length(4))
+    rows = []
+    for n in concurrency:
+        timeline = Timeline()
+        started = time.perf_counter()
+        for i in range(n):
+            engine.add_request(
+                random_prompt(prompt_tokens, 2000 + 100 * n + i, vocab),
+                params,
+                on_token=timeline.callback(i),
+            )
+        while engine.has_unfinished_requests():
+            engine.step()
+        ended = time.perf_counter()
+        times = list(timeline.times.values())
+        first = [t[0] - started for t in times]
+        gaps = [b - a for t in times for a, b in itertools.pairwise(t)]
+        per_request = [(t[-1] - t[0]) / (len(t) - 1) for t in times if len(t) > 1]
+        rows.append(
+            {
+                "concurrency": n,
+                "prompt_tokens": prompt_tokens,
+                "new_tokens": new_tokens,
+                "ttft_p50_s": percentile(first, 50),
+                "ttft_p99_s": percentile(first, 99),
+                "tpot_p50_ms": percentile(per_request, 50) * 1e3,
+                "tpot_p99_ms": percentile(per_request, 99) * 1e3,
+                "inter_token_p99_ms": percentile(gaps, 99) * 1e3,
+                "output_tokens_per_s": sum(len(t) for t in times) / (ended - started),
+            }
+        )
+        print("latency:", json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def engine_concurrent(engine: LLMEngine, n: int, prompt_tokens: int, new_tokens: int) -> dict:
@@ -351,27 +423,42 @@ def main(argv: list[str] | None = None) -> int:
     label = args.label or default_label(device, args.compile)
     out = args.out_dir / f"generate_{label}.json"
     if device.type == "cuda":
-        model = random_hf_model("llama3-8b-random", device=device, dtype=torch.bfloat16)
-        if "hf" in parts:
-            results["hf"] = [
-                hf_generate(model, b, args.prompt_tokens, args.new_tokens, device)
-                for b in (1, 16, 64)
-            ]
-            print("transformers:", json.dumps(results["hf"]), flush=True)
-        folder = args.cache_dir / "llama3-8b-random"
-        write_config_and_tokenizer(model, folder)
+        folder = args.cache_dir / args.shape
         config_kwargs = dict(
             device=str(device),
             dtype="bfloat16",
             attention_backend=args.backend,
             max_model_len=131072 + 1024,
-            max_kv_cache_bytes=72 * 1024**3,
-            max_num_seqs=64,
+            max_kv_cache_bytes=int(args.kv_gib * 1024**3),
+            max_num_seqs=args.max_num_seqs,
             compile=args.compile,
             cuda_graphs=not args.no_graphs,
+            weights=args.weights,
+            kv_dtype=args.kv_dtype,
         )
-        holder = [model]
-        engine, _ = er.engine_from_hf(holder, folder, config_kwargs)
+        if args.weights == "fp8" and "hf" not in parts:
+            # FP8 weights built directly (the 70B does not fit in bf16); no transformers model.
+            started = time.perf_counter()
+            state = random_fp8_checkpoint(args.shape, folder, device=device)
+            engine = LLMEngine(EngineConfig(model_path=folder, **config_kwargs), state_dict=state)
+            del state
+            er.free_memory()
+            results["load_s"] = time.perf_counter() - started
+        else:
+            model = random_hf_model(args.shape, device=device, dtype=torch.bfloat16)
+            if "hf" in parts:
+                results["hf"] = [
+                    hf_generate(model, b, args.prompt_tokens, args.new_tokens, device)
+                    for b in (1, 16, 64)
+                ]
+                print("transformers:", json.dumps(results["hf"]), flush=True)
+            write_config_and_tokenizer(model, folder)
+            holder = [model]
+            engine, _ = er.engine_from_hf(holder, folder, config_kwargs)
+        results["memory"] = {
+            "weights_and_kv_gib": torch.cuda.memory_allocated(device) / 1024**3,
+            "peak_at_load_gib": torch.cuda.max_memory_allocated(device) / 1024**3,
+        }
     else:
         from engine.gguf_convert import convert_gguf
 
@@ -392,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_graphs": engine._main.runner.graphs is not None,
         "step_budget": engine._main.scheduler.budget,
         "kv_blocks": engine._main.blocks.num_blocks,
+        "weights": args.weights,
+        "kv_dtype": args.kv_dtype,
     }
     print("engine:", json.dumps(results["engine"]), flush=True)
     runners = {
@@ -400,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
         "hier": lambda: engine_hierarchical(engine, args.new_tokens),
         "question": lambda: engine_question(engine, args.new_tokens),
         "prefill": lambda: engine_prefill(engine, [32768, 131072]),
+        "latency": lambda: engine_latency(
+            engine, (1, 8, 16, 32), args.prompt_tokens, args.new_tokens
+        ),
+        "long": lambda: engine_single(engine, 32768, args.new_tokens, runs=1),
         "sections": lambda: engine_cpu_sections(engine),
     }
     if device.type == "cpu":

@@ -11,8 +11,8 @@ Usage (from the repository root), with the servers already started:
 For each target and each level of concurrency (1, 16, 64 streams by default) it keeps that many
 streaming chat requests in flight until --rounds x concurrency requests have finished; each
 prompt is about --prompt-tokens tokens (distinct per request, so no prefix cache helps) and asks
-for --new-tokens tokens with vLLM's ignore_eos (a server that ignores it may stop early: the
-tokens counted are the usage's). Measured: output tokens/s over the level (all completion tokens
+for --new-tokens tokens with vLLM's ignore_eos (--no-ignore-eos leaves it out, for a server that
+refuses unknown fields; a server may then stop early: the tokens counted are the usage's). Measured: output tokens/s over the level (all completion tokens
 / wall time), time to first token p50/p99 (request sent to first content chunk) and inter-token
 latency p99 (gaps between content chunks; a chunk holding several tokens counts once). Results:
 bench/results/serve_<label>.json; the .md beside it is written by hand from it.
@@ -69,10 +69,13 @@ class Level:
     itl_p99_s: float | None
 
 
+PROMPT_HEAD = "Repeat the following words :"
+
+
 def prompt_text(index: int, num_tokens: int) -> str:
     # About one token a word for these words; the index first makes every prompt distinct.
     words = [f"{index}"] + [WORDS[(index + i) % len(WORDS)] for i in range(num_tokens - 16)]
-    return "Repeat the following words: " + " ".join(words)
+    return f"{PROMPT_HEAD} " + " ".join(words)
 
 
 async def one_request(
@@ -85,8 +88,9 @@ async def one_request(
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "ignore_eos": True,
     }
+    if args.ignore_eos:
+        body["ignore_eos"] = True
     result = One()
     sent = time.perf_counter()
     last: float | None = None
@@ -167,6 +171,13 @@ def main() -> None:
     parser.add_argument("--api-key", default="")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        help="leave out vLLM's ignore_eos (transformers serve refuses unknown fields)",
+    )
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--smoke", action="store_true", help="tiny: 2 streams, short prompts")
     args = parser.parse_args()
     if args.smoke:
@@ -180,8 +191,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(asdict(row)), flush=True)
     if args.label:
-        out = ROOT / "bench" / "results" / f"serve_{args.label}.json"
-        settings = {k: v for k, v in vars(args).items() if k not in ("api_key",)}
+        out = args.out_dir / f"serve_{args.label}.json"
+        settings = {k: str(v) for k, v in vars(args).items() if k not in ("api_key", "out_dir")}
         out.write_text(
             json.dumps({"args": settings, "levels": [asdict(r) for r in rows]}, indent=2)
         )

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/serve.py on a lent GPU machine (no network): `longdoc serve` and `transformers serve
+# --continuous-batching` on one random-weight Llama-3-8B checkpoint (bf16), one after the other
+# (each alone on the GPU), the same client load against each. The image lacks the app's packages:
+# carry them as wheels in .whl-serve/ (bench/results/README.md says which).
+# Usage: bash bench/serve_h200.sh OUT_DIR [serve.py arguments...]
+set -uo pipefail
+out=${1:?OUT_DIR}
+shift
+ckpt=/tmp/serve-ckpt
+python3 bench/serve_checkpoint.py "$ckpt" || exit 1
+
+wait_ready() {  # URL SECONDS PID
+    for _ in $(seq "$2"); do
+        curl -sf "$1/v1/models" >/dev/null && return 0
+        kill -0 "$3" 2>/dev/null || return 1
+        sleep 1
+    done
+    return 1
+}
+
+export LONGDOC_DATA_DIR=/tmp/longdoc-data LONGDOC_MODEL=$ckpt LONGDOC_ENGINE_DEVICE=cuda \
+    LONGDOC_ENGINE_DTYPE=bfloat16 LONGDOC_ENGINE_MAX_KV_CACHE_BYTES=$((72 * 1024 ** 3)) \
+    LONGDOC_ENGINE_MAX_NUM_SEQS=64
+python3 -c 'import sys; from worker.cli import main; sys.argv[0] = "longdoc"; main()' \
+    serve --port 8000 --log-level warning >"$out/longdoc_serve.log" 2>&1 &
+pid=$!
+if wait_ready http://127.0.0.1:8000 300 $pid; then
+    python3 bench/serve.py --target longdoc=http://127.0.0.1:8000 --out-dir "$out" \
+        --label h200.longdoc "$@"
+else
+    echo "longdoc serve did not start"; tail -30 "$out/longdoc_serve.log"
+fi
+kill $pid; wait $pid 2>/dev/null
+
+transformers serve "$ckpt" --continuous-batching --device cuda --dtype bfloat16 --port 8001 \
+    --host 127.0.0.1 >"$out/transformers_serve.log" 2>&1 &
+pid=$!
+if wait_ready http://127.0.0.1:8001 300 $pid; then
+    python3 bench/serve.py --target transformers=http://127.0.0.1:8001 --out-dir "$out" \
+        --label h200.transformers --no-ignore-eos "$@"
+else
+    echo "transformers serve did not start"; tail -30 "$out/transformers_serve.log"
+fi
+kill $pid; wait $pid 2>/dev/null
