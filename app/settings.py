@@ -192,6 +192,23 @@ class Settings(BaseSettings):
     session_max_age_s: float = Field(default=8 * 3600, gt=0)
     audit_keep_days: float = Field(default=6 * 366, gt=0)
     inbox_user: str = ""
+    # Sign-in through an identity provider (OpenID Connect, Streamlit's st.login; ui/oidc.py),
+    # beside local accounts; off while oidc_issuer_url is "". The issuer (or its
+    # /.well-known/openid-configuration URL), this app's client id and secret (or a file holding
+    # it; never logged nor shown), and the redirect URI registered at the provider ("{port}" is
+    # the UI's port). A person signed in there is the enabled LongDoc user whose name equals the
+    # oidc_user_claim of their ID token (case aside); with oidc_auto_create_role "viewer", one
+    # without a user becomes a new viewer with no grants (never an admin).
+    oidc_issuer_url: str = Field(default="", pattern=r"^(|https?://\S+)$")
+    oidc_client_id: str = ""
+    oidc_client_secret: SecretStr | None = None
+    oidc_client_secret_file: Path | None = None
+    oidc_redirect_uri: str = Field(
+        default="http://localhost:{port}/oauth2callback", pattern=r"^https?://\S+/oauth2callback$"
+    )
+    oidc_provider_name: str = Field(default="SSO", min_length=1, max_length=40)
+    oidc_user_claim: Literal["email", "preferred_username", "sub"] = "email"
+    oidc_auto_create_role: Literal["none", "viewer"] = "none"
     # --- end accounts ---
 
     # --- `longdoc serve`: our engine over the OpenAI-compatible API (worker/serve/) ---
@@ -234,7 +251,7 @@ class Settings(BaseSettings):
             given = values.get(name)
             values[name] = Path(given).expanduser().absolute() if given else data_dir / default
         # Optional files given as "" (compose passes unset variables so) are not given.
-        for name in ("llm_api_key_file", "serve_api_keys_file"):
+        for name in ("llm_api_key_file", "serve_api_keys_file", "oidc_client_secret_file"):
             if name in values and values[name] in ("", None):
                 values.pop(name)
         return values
@@ -245,6 +262,19 @@ class Settings(BaseSettings):
             raise ValueError(
                 "production needs a UI password: set LONGDOC_UI_PASSWORD_HASH to the output of "
                 "`python -m ui.auth`"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _oidc_needs_a_client(self) -> "Settings":
+        secret = self.oidc_client_secret
+        has_secret = bool(secret and secret.get_secret_value()) or bool(
+            self.oidc_client_secret_file
+        )
+        if self.oidc_issuer_url and not (self.oidc_client_id and has_secret):
+            raise ValueError(
+                "sign-in through an identity provider needs LONGDOC_OIDC_CLIENT_ID and "
+                "LONGDOC_OIDC_CLIENT_SECRET (or LONGDOC_OIDC_CLIENT_SECRET_FILE) as well"
             )
         return self
 
@@ -262,15 +292,30 @@ class Settings(BaseSettings):
         if self.llm_api_key is not None and self.llm_api_key.get_secret_value():
             return self.llm_api_key.get_secret_value()
         if self.llm_api_key_file is not None:
-            try:
-                text = Path(self.llm_api_key_file).expanduser().read_text(encoding="utf-8")
-            except OSError as error:
-                raise InvalidSettings(
-                    f"The model server's key file {self.llm_api_key_file} cannot be read "
-                    f"({error.strerror or type(error).__name__})."
-                ) from None
-            return text.strip() or None
+            return _secret_file_text(self.llm_api_key_file, "model server's key") or None
         return None
+
+    @property
+    def is_oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer_url)
+
+    @property
+    def oidc_server_metadata_url(self) -> str:
+        """The provider's discovery document: the issuer URL with its well-known path added."""
+        url = self.oidc_issuer_url.rstrip("/")
+        if not url or url.endswith("/.well-known/openid-configuration"):
+            return url
+        return url + "/.well-known/openid-configuration"
+
+    def oidc_secret(self) -> str:
+        """The client secret: oidc_client_secret, else the text of its file."""
+        if self.oidc_client_secret is not None and self.oidc_client_secret.get_secret_value():
+            return self.oidc_client_secret.get_secret_value()
+        if self.oidc_client_secret_file is not None:
+            return _secret_file_text(
+                self.oidc_client_secret_file, "identity provider's client secret"
+            )
+        return ""
 
     @property
     def kv_cache_dir(self) -> Path | None:
@@ -298,6 +343,17 @@ class Settings(BaseSettings):
             is_sqlite = self.database_url.startswith("sqlite")
             slots = 1 if is_sqlite else self.model_worker_concurrency - 2
         return max(1, min(slots, self.model_worker_concurrency - 1))
+
+
+def _secret_file_text(path: Path, what: str) -> str:
+    """A secret mounted as a file: its text, stripped (the error names the file, never its text)."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as error:
+        raise InvalidSettings(
+            f"The {what} file {path} cannot be read ({error.strerror or type(error).__name__})."
+        ) from None
+    return text.strip()
 
 
 @lru_cache(maxsize=1)

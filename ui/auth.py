@@ -1,4 +1,5 @@
-"""Signing in to the UI: a user name and password (accounts, issue 25; app/services/accounts.py).
+"""Signing in to the UI: a user name and password (accounts, issue 25; app/services/accounts.py),
+or an identity provider where one is set up (ui/oidc.py).
 
 The shared UI password of before accounts, a PBKDF2 hash in LONGDOC_UI_PASSWORD_HASH, becomes
 the first admin's ("admin"). `python -m ui.auth` still prints such a hash; `longdoc users` is
@@ -17,7 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.services import access, accounts
+from app.services import access, accounts, oidc_sign_in
 from app.services.access import Actor
 from ui import sign_in_limits as limits
 from ui import signed_in
@@ -65,6 +66,7 @@ SESSION_USER = "signed_in_user_id"
 SESSION_AT = "signed_in_at"
 SESSION_ACTOR = "actor"
 WRONG = "That user name or password is not right."
+SESSION_ENDED = oidc_sign_in.SESSION_OVER
 
 
 def require_login(settings: Settings) -> Actor | None:
@@ -75,8 +77,9 @@ def require_login(settings: Settings) -> Actor | None:
     first use. A session ends when it is older than LONGDOC_SESSION_MAX_AGE_S, at sign-out, and
     when its user is disabled or their password reset. Attempts are limited per client and for
     everyone, and hashing is bounded (ui/sign_in_limits.py); a signed-in session whose user may
-    upload may send files (ui/upload_gate.py). Streamlit is imported here, not at the top, so the hashing functions
-    work without it.
+    upload may send files (ui/upload_gate.py). With LONGDOC_OIDC_ISSUER_URL set, a person the
+    identity provider signed in starts such a session too (ui/oidc.py). Streamlit is imported
+    here, not at the top, so the hashing functions work without it.
     """
     import streamlit as st
 
@@ -87,13 +90,29 @@ def require_login(settings: Settings) -> Actor | None:
         accounts.ensure_first_admin(session=db, password_hash=settings.ui_password_hash)
         is_open = accounts.count_users(session=db) == 0
         actor = access.local_admin(origin) if is_open else _current(db, settings, origin)
+        if actor is None and not is_open and settings.is_oidc_enabled:
+            actor = _from_provider(db, settings, origin)
         may_upload = actor is not None and access.can(session=db, actor=actor, action="upload")
     if actor is not None:
         st.session_state[SESSION_ACTOR] = actor
         signed_in.add(_session_id(), may_upload=may_upload)
         return actor
-    _sign_in_form(origin)
+    _sign_in_form(settings, origin)
     return None
+
+
+def _from_provider(db: Session, settings: Settings, origin: str) -> Actor | None:
+    """A session begun by the identity provider's sign-in (ui/oidc.py), now LongDoc's own."""
+    import streamlit as st
+
+    from ui import oidc
+
+    signed = oidc.sign_in(db, settings, origin)
+    if signed is None:
+        return None
+    st.session_state[SESSION_USER] = signed.actor.user_id
+    st.session_state[SESSION_AT] = signed.at
+    return signed.actor
 
 
 def _current(db: Session, settings: Settings, origin: str) -> Actor | None:
@@ -122,26 +141,34 @@ def end_session() -> None:
 
 
 def sign_out() -> None:
+    """End this session, and the identity provider's cookie when the browser holds one."""
     import streamlit as st
 
     from ui import context as ctx
+    from ui import oidc
 
     actor = st.session_state.get(SESSION_ACTOR)
     if actor is not None and actor.user_id is not None:
         with ctx.session() as db:
             accounts.record_sign_out(session=db, actor=actor)
     end_session()
+    oidc.end_provider_session()
 
 
-def _sign_in_form(origin: str) -> None:
+def _sign_in_form(settings: Settings, origin: str) -> None:
     import streamlit as st
+
+    from ui import oidc
 
     _, middle, _ = st.columns([1, 2, 1])
     with middle:
         st.title("LongDoc")
         st.caption("Faithful summaries and cited answers for long legal and medical PDFs.")
-        if st.session_state.pop("session_ended", False):
-            st.info("Your session has ended; sign in again.")
+        has_ended = st.session_state.pop("session_ended", False)
+        if settings.is_oidc_enabled:
+            oidc.render_choice(settings, has_ended=has_ended)
+        elif has_ended:
+            st.info(SESSION_ENDED)
         with st.form("sign-in"):
             name = st.text_input("User name", max_chars=100)
             password = st.text_input("Password", type="password")

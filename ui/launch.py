@@ -13,15 +13,21 @@ import os
 import sys
 from pathlib import Path
 
+from app.errors import InvalidSettings
 from app.settings import get_settings
+from ui import oidc_secrets
 
 # The st.App that serves ui/main.py behind the upload gate (ui/asgi_app.py).
 APP_SCRIPT = Path(__file__).resolve().parent / "asgi_app.py"
 MIB = 1024 * 1024
 
 
-def streamlit_argv(*, port: int, address: str, max_upload_bytes: int) -> list[str]:
-    return [
+def streamlit_argv(
+    *, port: int, address: str, max_upload_bytes: int, secrets_file: Path | None = None
+) -> list[str]:
+    """Streamlit's command line; with `secrets_file` (sign-in through an identity provider,
+    ui/oidc_secrets.py), Streamlit reads it after its usual secrets files."""
+    argv = [
         "streamlit",
         "run",
         str(APP_SCRIPT),
@@ -35,6 +41,12 @@ def streamlit_argv(*, port: int, address: str, max_upload_bytes: int) -> list[st
         "--theme.base=light",
         "--theme.primaryColor=#2F5D8A",
     ]
+    if secrets_file is not None:
+        from streamlit import config as streamlit_config
+
+        usual = streamlit_config.get_config_files("secrets.toml")
+        argv += [f"--secrets.files={path}" for path in [*usual, str(secrets_file)]]
+    return argv
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,8 +67,15 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from streamlit.web import cli as streamlit_cli
 
+    try:
+        secrets_file = oidc_secrets.write_secrets(settings)
+    except InvalidSettings as error:  # an unreadable client secret file
+        sys.exit(str(error))
     sys.argv = streamlit_argv(
-        port=port, address=args.address, max_upload_bytes=settings.max_upload_bytes
+        port=port,
+        address=args.address,
+        max_upload_bytes=settings.max_upload_bytes,
+        secrets_file=secrets_file,
     )
     sys.exit(streamlit_cli.main())
 

@@ -34,6 +34,10 @@ def actor_for(user: User, origin: str) -> Actor:
     return Actor(user_id=user.id, name=user.name, role=user.role, origin=origin)
 
 
+def is_valid_user_name(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
 def find_user(*, session: Session, name: str) -> User | None:
     return session.scalar(select(User).where(User.name == name))
 
@@ -63,7 +67,7 @@ def _checked_password(password: str) -> str:
 def add_user(*, session: Session, actor: Actor, name: str, role: Role, password: str) -> User:
     """A new, enabled user (flushed; the caller commits)."""
     require_role(session=session, actor=actor, action="users", allowed=can_manage_users(actor))
-    if not _NAME.match(name):
+    if not is_valid_user_name(name):
         raise AccountError(
             "A user name is 1 to 100 letters, digits, dots, dashes, underscores or @, "
             "starting with a letter or digit."

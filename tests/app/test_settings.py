@@ -186,3 +186,56 @@ def test_optional_key_files_given_empty_are_not_given(monkeypatch: pytest.Monkey
     settings = Settings()
     assert settings.llm_api_key_file is None and settings.llm_key() is None
     assert settings.serve_api_keys_file is None
+
+
+def test_oidc_is_off_by_default_and_needs_a_client_when_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = Settings()
+    assert not settings.is_oidc_enabled and settings.oidc_secret() == ""
+    assert settings.oidc_auto_create_role == "none" and settings.oidc_user_claim == "email"
+    monkeypatch.setenv("LONGDOC_OIDC_ISSUER_URL", "https://login.firm.test/realms/law")
+    with pytest.raises(InvalidSettings, match="LONGDOC_OIDC_CLIENT_ID"):
+        load_settings()
+    get_settings.cache_clear()
+    monkeypatch.setenv("LONGDOC_OIDC_CLIENT_ID", "longdoc")
+    monkeypatch.setenv(
+        "LONGDOC_OIDC_CLIENT_SECRET", ""
+    )  # given empty, as compose passes unset ones
+    with pytest.raises(ValidationError, match="LONGDOC_OIDC_CLIENT_SECRET"):
+        Settings()
+    monkeypatch.setenv("LONGDOC_OIDC_CLIENT_SECRET", "s3cret-value")
+    settings = Settings()
+    assert settings.is_oidc_enabled
+    assert settings.oidc_server_metadata_url == (
+        "https://login.firm.test/realms/law/.well-known/openid-configuration"
+    )
+    assert settings.oidc_secret() == "s3cret-value"
+    assert "s3cret-value" not in repr(settings) and "s3cret-value" not in str(settings)
+    assert settings.oidc_redirect_uri == "http://localhost:{port}/oauth2callback"
+    # A discovery URL is kept as given; a secret file is read when no secret is set.
+    whole = "https://idp.test/.well-known/openid-configuration"
+    assert Settings(oidc_issuer_url=whole).oidc_server_metadata_url == whole
+    (tmp_path / "oidc_secret").write_text("from-a-file\n")
+    monkeypatch.delenv("LONGDOC_OIDC_CLIENT_SECRET")
+    monkeypatch.setenv("LONGDOC_OIDC_CLIENT_SECRET_FILE", str(tmp_path / "oidc_secret"))
+    assert Settings().oidc_secret() == "from-a-file"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("LONGDOC_OIDC_ISSUER_URL", "login.firm.test"),
+        ("LONGDOC_OIDC_REDIRECT_URI", "https://longdoc.firm.test/"),
+        ("LONGDOC_OIDC_USER_CLAIM", "name"),
+        ("LONGDOC_OIDC_AUTO_CREATE_ROLE", "admin"),
+    ],
+)
+def test_unusable_oidc_values_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv("LONGDOC_OIDC_CLIENT_ID", "longdoc")
+    monkeypatch.setenv("LONGDOC_OIDC_CLIENT_SECRET", "s3cret-value")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()
