@@ -9,12 +9,13 @@ whole process; a question (PRIORITY_INTERACTIVE) takes the next free slot before
 Token counts: the server's `usage` where it gives it; before a request, without the model's
 tokenizer, a conservative estimate (a token per 3 characters: English averages about 4), so a
 prompt judged to fit does fit. The context length is the server's (`max_model_len` in
-/v1/models, as vLLM gives it), else the `llm_context_tokens` setting.
+/v1/models, as vLLM gives it; llama.cpp's `meta.n_ctx`), else the `llm_context_tokens` setting.
 
 Structured output: `complete_many(..., response_schema=...)` asks for JSON matching a JSON
 schema, in the request shape of the server's family (worker/model/structured_output.py:
 OpenAI's `response_format` json_schema for vLLM, SGLang and Ollama, llama.cpp's own). A
-server that refuses it is asked again in plain text, for good; a reply that does not match the
+server that refuses it is asked again in the next shape where the mode is "auto", else (and
+after the last) in plain text, for good; a reply that does not match the
 schema is asked again once (not one cut by the token limit), then its text is returned for the
 caller's own parsing. A server that ignores the schema (plain text, not JSON,
 SCHEMA_IGNORED_LIMIT times in a row) is asked in plain text from then on, so it does not cost
@@ -217,27 +218,44 @@ class OpenAIChatModel:
         shared = self._shared
         if stop.is_set():
             raise ModelServerError("cancelled", "Another request of this call failed.")
-        if schema is not None and shared.takes_schema:
+        while schema is not None and shared.takes_schema:
+            shape = shared.structured_output
             try:
-                reply = self._requests.send(index, messages, max_new_tokens, schema, tracker, stop)
-                if matches_schema(reply.text, schema):
-                    shared.schema_ignored = 0
-                    return reply.with_structured(True)
-                if reply.stats.get("finish_reason") == "length":
-                    # Cut by the token limit: asked again, it is cut again, and it says nothing
-                    # of whether the server follows the schema. The caller reads what it got.
-                    return reply.with_structured(False)
-                logger.warning("model server reply does not match the schema; asking once more")
-                tracker.restart(index)
-                reply = self._requests.send(index, messages, max_new_tokens, schema, tracker, stop)
-                if matches_schema(reply.text, schema):
-                    return reply.with_structured(True)
-                logger.warning("model server reply does not match the schema; plain text parsed")
-                if not is_json(reply.text):
-                    shared.note_schema_ignored()
-                return reply.with_structured(False)
+                return self._structured(
+                    index, messages, max_new_tokens, schema, shape, tracker, stop
+                )
             except SchemaRefused:
-                shared.takes_schema = False
-                logger.info("the model server at %s takes no JSON schema", self.config.host)
+                shared.note_schema_refused(shape)
                 tracker.restart(index)
-        return self._requests.send(index, messages, max_new_tokens, None, tracker, stop)
+        return self._requests.send(index, messages, max_new_tokens, None, None, tracker, stop)
+
+    def _structured(
+        self,
+        index: int,
+        messages: Sequence[dict[str, str]],
+        max_new_tokens: int,
+        schema: dict[str, Any],
+        shape: str,
+        tracker: RequestProgress,
+        stop: threading.Event,
+    ) -> ServerCompletion:
+        """A reply asked for as JSON of `schema` in the request shape `shape`, asked once more
+        when it does not match (SchemaRefused where the server refuses the shape)."""
+        shared = self._shared
+        reply = self._requests.send(index, messages, max_new_tokens, schema, shape, tracker, stop)
+        if matches_schema(reply.text, schema):
+            shared.schema_ignored = 0
+            return reply.with_structured(True)
+        if reply.stats.get("finish_reason") == "length":
+            # Cut by the token limit: asked again, it is cut again, and it says nothing of
+            # whether the server follows the schema. The caller reads what it got.
+            return reply.with_structured(False)
+        logger.warning("model server reply does not match the schema; asking once more")
+        tracker.restart(index)
+        reply = self._requests.send(index, messages, max_new_tokens, schema, shape, tracker, stop)
+        if matches_schema(reply.text, schema):
+            return reply.with_structured(True)
+        logger.warning("model server reply does not match the schema; plain text parsed")
+        if not is_json(reply.text):
+            shared.note_schema_ignored()
+        return reply.with_structured(False)

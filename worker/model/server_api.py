@@ -14,6 +14,13 @@ import httpx
 
 # The error text of a server that refuses response_format (400/422; 500 from an old llama.cpp).
 _FORMAT_WORDS = ("response_format", "json_schema", "guided", "structured")
+_CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length", "context_window")
+# The error text of a server refusing a prompt past its context: OpenAI's code (vLLM,
+# llama-cpp-python's server), llama.cpp's llama-server's error type and words.
+_CONTEXT_WORDS = (
+    "context_length_exceeded", "exceed_context_size", "maximum context length",
+    "exceeds the available context",
+)  # fmt: skip
 
 
 class ModelServerError(Exception):
@@ -77,6 +84,16 @@ class SchemaRefused(Exception):
     pass
 
 
+class StreamCut(Exception):
+    """A stream the server ended ("data: [DONE]") before its finish_reason: llama-cpp-python's
+    server does so to a stream when another request comes (its `interrupt_requests`, on by
+    default), and serves one request at a time."""
+
+
+# What `events` yields at a stream's "data: [DONE]" (compared by identity).
+STREAM_DONE: dict[str, Any] = {}
+
+
 def raise_for_status(response: httpx.Response, config: ServerConfig, *, schema: bool) -> None:
     status = response.status_code
     if status in (401, 403):
@@ -84,6 +101,13 @@ def raise_for_status(response: httpx.Response, config: ServerConfig, *, schema: 
             "model_server_key",
             f"The model server at {config.host} refused the API key (HTTP {status}): set "
             "LONGDOC_LLM_API_KEY (or LONGDOC_LLM_API_KEY_FILE) to a key it accepts.",
+        )
+    if status == 400 and any(word in response.text.lower() for word in _CONTEXT_WORDS):
+        raise ModelServerError(
+            "model_server_context",
+            f"The model server at {config.host} refused a prompt longer than its context "
+            "length (HTTP 400): set LONGDOC_LLM_CONTEXT_TOKENS to at most the server's context "
+            "(llama.cpp's -c or --n_ctx).",
         )
     # llama.cpp servers from before type json_schema refuse it with a 500, not a 400: a
     # refusal that names the format is no busy server.
@@ -115,7 +139,7 @@ def retry_after(response: httpx.Response) -> float | None:
 
 def events(response: httpx.Response):
     """The JSON objects of a server-sent event stream (or of a plain JSON reply, which some
-    servers send whatever `stream` says)."""
+    servers send whatever `stream` says), then STREAM_DONE where the stream says "[DONE]"."""
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" not in content_type:
         response.read()
@@ -132,6 +156,7 @@ def events(response: httpx.Response):
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
+            yield STREAM_DONE
             return
         try:
             data = json.loads(payload)
@@ -143,9 +168,16 @@ def events(response: httpx.Response):
 
 
 def context_length(entry: dict[str, Any]) -> int | None:
-    for key in ("max_model_len", "context_length", "max_context_length", "context_window"):
-        value = entry.get(key)
-        if isinstance(value, int) and value > 0:
+    """The context length a /v1/models entry gives: vLLM's `max_model_len` (and the names
+    other servers use), or llama.cpp's `meta.n_ctx` (a slot's context, what one request may
+    use; not `n_ctx_train`, the model's, which the server may not have room for). None
+    where it gives none (llama-cpp-python's server, Ollama)."""
+    meta = entry.get("meta")
+    candidates = [entry.get(key) for key in _CONTEXT_KEYS]
+    if isinstance(meta, dict):
+        candidates.append(meta.get("n_ctx"))
+    for value in candidates:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
@@ -211,5 +243,10 @@ def check_server(config: ServerConfig) -> tuple[bool, str]:
     model = config.model or names[0]
     entry = next(e for e in listed if str(e.get("id")) == model)
     length = context_length(entry)
-    context = f"{length} tokens of context" if length else "context length not given"
+    context = (
+        f"{length} tokens of context"
+        if length
+        else f"context length not given: LONGDOC_LLM_CONTEXT_TOKENS, {config.context_tokens}, "
+        "is used; it must not exceed the server's"
+    )
     return True, f"The model server at {config.host} serves {model} ({context})."

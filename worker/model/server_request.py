@@ -1,11 +1,16 @@
 """One chat request to the model server as a task sends it (worker/model/openai_client.py):
 streamed, in a slot of the process's share, retried while the server is busy (429, 5xx, with
 exponential backoff and jitter, bounded) and once when its reply is malformed or empty, within
-`llm_timeout_s` and the task's deadline. Each fault ends as a ModelServerError with a code and
-a sentence. Nothing here logs prompts, replies or the key: host, status and counts only."""
+`llm_timeout_s` and the task's deadline. Two habits of llama-cpp-python's server: a stream cut
+short for another request (StreamCut) is retried as from a busy server, and the process sends
+one request at a time from then on; a stream with nothing in it (its answer to a prompt past
+its context) is asked again unstreamed, which gets its error. Each fault ends as a
+ModelServerError with a code and a sentence. Nothing here logs prompts, replies or the key:
+host, status and counts only."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -18,19 +23,23 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from app import metrics
 from worker.model.server_api import (
+    STREAM_DONE,
     Busy,
     Malformed,
     ModelServerError,
     ServerConfig,
+    StreamCut,
     events,
     raise_for_status,
 )
 from worker.model.server_progress import RequestProgress
 from worker.model.server_replies import ServerCompletion, reply_stats
 from worker.model.server_shared import SharedServer
-from worker.model.structured_output import request_fields
+from worker.model.structured_output import request_fields, wrapping_tokens
 
 logger = logging.getLogger(__name__)
+
+_EMPTY_STREAM = "reply with nothing in it"
 
 
 class ServerRequests:
@@ -58,11 +67,13 @@ class ServerRequests:
         messages: Sequence[dict[str, str]],
         max_new_tokens: int,
         schema: dict[str, Any] | None,
+        shape: str | None,
         tracker: RequestProgress,
         stop: threading.Event,
     ) -> ServerCompletion:
         """One request, retried while the server is busy (429, 5xx) and once when its reply is
-        malformed or empty."""
+        malformed or empty; with `schema`, asked for as JSON of it in the request shape
+        `shape` (worker/model/structured_output.py)."""
         body: dict[str, Any] = {
             "model": self.shared.model,
             "messages": [dict(m) for m in messages],
@@ -71,8 +82,9 @@ class ServerRequests:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if schema is not None:
-            body |= request_fields(self.shared.structured_output, schema)
+        if schema is not None and shape is not None:
+            body |= request_fields(shape, schema)
+            body["max_tokens"] = max_new_tokens + wrapping_tokens(schema)
         busy_tries, bad_tries = 0, 0
         while True:
             self._check_deadline()
@@ -92,6 +104,22 @@ class ServerRequests:
                     "model server at %s busy (HTTP %s); retry %d in %.1f s",
                     self.config.host, busy.status, busy_tries, wait,
                 )  # fmt: skip
+            except StreamCut:
+                # One request at a time from now on, or the next one cuts this one again.
+                if self.shared.slots.narrow_to_one():
+                    logger.warning(
+                        "model server at %s cut a stream when another request came; one "
+                        "request at a time from now on",
+                        self.config.host,
+                    )
+                if busy_tries >= self.config.max_retries:
+                    raise ModelServerError(
+                        "model_server_busy",
+                        f"The model server at {self.config.host} cut its reply short "
+                        f"{busy_tries + 1} times for other requests; the job can be run again.",
+                    ) from None
+                wait = self._backoff(busy_tries, None)
+                busy_tries += 1
             except Malformed as bad:
                 if bad_tries >= 1:
                     raise ModelServerError(
@@ -104,6 +132,12 @@ class ServerRequests:
                 logger.warning(
                     "model server at %s gave a %s; asking once more", self.config.host, bad.what
                 )
+                if bad.what == _EMPTY_STREAM:
+                    # llama-cpp-python's server ends a stream with nothing in it where it
+                    # answers the same request unstreamed with its error (a prompt past its
+                    # context): the request goes again unstreamed, to read that error.
+                    body = {k: v for k, v in body.items() if k != "stream_options"}
+                    body["stream"] = False
             finally:
                 self.shared.slots.release()
             tracker.restart(index)
@@ -119,15 +153,24 @@ class ServerRequests:
         finish_reason: str | None = None
         usage: dict[str, Any] | None = None
         written = 0
+        num_events, done = 0, False
         try:
-            with self.shared.http.stream(
-                "POST", f"{config.base_url}/chat/completions", json=body,
-                timeout=self._timeout(),
-            ) as response:  # fmt: skip
+            with contextlib.ExitStack() as stack:
+                http = self.shared.http
+                if not body["stream"]:
+                    # Asked unstreamed after a stream with nothing in it, whose connection
+                    # llama-cpp-python's server closes: on a connection of its own.
+                    http = stack.enter_context(httpx.Client(headers=http.headers))
+                url, timeout = f"{config.base_url}/chat/completions", self._timeout()
+                response = stack.enter_context(http.stream("POST", url, json=body, timeout=timeout))
                 if response.status_code != 200:
                     response.read()
                     raise_for_status(response, config, schema="response_format" in body)
                 for data in events(response):
+                    if data is STREAM_DONE:
+                        done = True
+                        break
+                    num_events += 1
                     if stop.is_set():
                         raise ModelServerError("cancelled", "Another request of this call failed.")
                     self._check_deadline()
@@ -169,9 +212,15 @@ class ServerRequests:
             ) from None
         text = "".join(parts)
         if finish_reason is None:
+            if num_events == 0:
+                raise Malformed(_EMPTY_STREAM)
+            if done:
+                raise StreamCut()
             raise Malformed("reply that ended before it finished")
-        if not text.strip():
-            raise Malformed("empty reply")
+        if not text.strip() and not (finish_reason == "length" and "response_format" in body):
+            # (llama-server streams JSON asked for by a schema as it parses it: a reply cut
+            # before its first value streams nothing, and is a reply cut short, no fault.)
+            raise Malformed("reply without text")
         ended = time.perf_counter()
         stats = reply_stats(usage, body, written, started, first_token_at, ended, finish_reason)
         if finish_reason == "length":

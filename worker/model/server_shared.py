@@ -10,7 +10,7 @@ import threading
 import httpx
 
 from worker.model.server_api import ServerConfig
-from worker.model.structured_output import OFF
+from worker.model.structured_output import OFF, after_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ class RequestSlots:
     """At most `size` requests at once; a waiting request of higher priority goes first."""
 
     def __init__(self, size: int) -> None:
+        self.size = size
         self.free = size
         self._waiting: list[tuple[int, int]] = []  # (-priority, ticket)
         self._tickets = 0
@@ -44,6 +45,16 @@ class RequestSlots:
         with self._cond:
             self.free += 1
             self._cond.notify_all()
+
+    def narrow_to_one(self) -> bool:
+        """One request at a time from now on (those under way end first); whether it was
+        more."""
+        with self._cond:
+            if self.size <= 1:
+                return False
+            self.free -= self.size - 1
+            self.size = 1
+            return True
 
 
 class SharedServer:
@@ -71,6 +82,24 @@ class SharedServer:
         self.structured_output = config.structured_output
         self.takes_schema = config.structured_output != OFF
         self.schema_ignored = 0  # replies in a row, each asked twice, that were not JSON at all
+
+    def note_schema_refused(self, shape: str) -> None:
+        """The server refused a JSON schema asked in `shape`: asked in the next shape from then
+        on (worker/model/structured_output.py's after_refusal), or in plain text. A shape
+        another request moved on from already changes nothing."""
+        with self.lock:
+            if not self.takes_schema or self.structured_output != shape:
+                return
+            following = after_refusal(self.config.structured_output, shape)
+            if following == OFF:
+                self.takes_schema = False
+                logger.info("the model server at %s takes no JSON schema", self.config.host)
+            else:
+                logger.info(
+                    "the model server at %s refused a JSON schema as %s; asking as %s",
+                    self.config.host, shape, following,
+                )  # fmt: skip
+            self.structured_output = following
 
     def note_schema_ignored(self) -> None:
         """One more reply in a row that was not JSON at all; at SCHEMA_IGNORED_LIMIT the server

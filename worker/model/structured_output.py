@@ -12,13 +12,19 @@ Every shape goes to the same `POST {base}/chat/completions`; only the fields dif
   schema again as the top-level `json_schema` of its native /completion parameters. Every
   llama.cpp server version reads one of them; older ones refuse type "json_schema"
   ("response_format type must be one of \\"text\\" or \\"json_object\\"").
+  llama-cpp-python's server (`python -m llama_cpp.server`, 0.3.x) reads only
+  `response_format` of type "text" or "json_object" (its `schema` becomes a grammar; the
+  top-level `json_schema` is ignored) and refuses "json_schema" with a 500 naming
+  response_format.
 - OFF: no schema is sent; replies are read as plain text by our own parsing.
 
 AUTO picks LLAMACPP where /v1/models says the server is llama.cpp (`owned_by: "llamacpp"`),
 else JSON_SCHEMA (vLLM answers "vllm", SGLang "sglang", Ollama the model's namespace, mostly
-"library": all of them take OpenAI's shape). What a server does with the fields is checked
-on its replies either way (worker/model/openai_client.py): a refusal or a reply that is not
-JSON falls back to plain text.
+"library": all of them take OpenAI's shape). A server that refuses the shape AUTO picked is
+asked in the next one of FALLBACK (llama-cpp-python's server says `owned_by: "me"`, and is
+asked in LLAMACPP's shape once it refused OpenAI's); a shape set outright, or the last one,
+refused falls back to plain text. What a server does with the fields is checked on its replies
+either way (worker/model/openai_client.py): a reply that is not JSON falls back to plain text.
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ SCHEMA_NAME = "answer"
 # What a server says of itself as `owned_by` in /v1/models, for the servers whose own shape
 # is not OpenAI's.
 _OWNED_BY = {"llamacpp": LLAMACPP}
+# The tokens of a JSON reply's wrapping per property, and once for the braces.
+WRAPPING_TOKENS = 8
+# Under AUTO, the shape to ask in after a server refused one.
+FALLBACK = {JSON_SCHEMA: LLAMACPP}
 
 
 def resolve(mode: str, listed: Sequence[dict[str, Any]], model: str | None) -> str:
@@ -45,6 +55,24 @@ def resolve(mode: str, listed: Sequence[dict[str, Any]], model: str | None) -> s
     entry = next((m for m in listed if m.get("id") == model), listed[0] if listed else {})
     owner = str(entry.get("owned_by") or "").strip().lower()
     return _OWNED_BY.get(owner, JSON_SCHEMA)
+
+
+def after_refusal(mode: str, refused: str) -> str:
+    """The shape to ask in once the server refused the shape `refused`, under the setting
+    `mode`: under AUTO the next one of FALLBACK, else (and after the last) OFF."""
+    if mode == AUTO:
+        return FALLBACK.get(refused, OFF)
+    return OFF
+
+
+def wrapping_tokens(schema: dict[str, Any]) -> int:
+    """The tokens a JSON reply of `schema` spends around its values: braces, keys, quotes, and
+    the whitespace a llama.cpp grammar lets a small model write (`{\\n  "answer" : "`). They
+    are added to a request's token limit, so the values keep the limit the caller set for its
+    words: without them a key fact's 4 to 24 tokens are spent before its value is written
+    (llama-cpp-python's and llama-server's servers cut 11 and 12 of 13 contract key facts)."""
+    properties = schema.get("properties")
+    return WRAPPING_TOKENS * (1 + (len(properties) if isinstance(properties, dict) else 1))
 
 
 def request_fields(mode: str, schema: dict[str, Any]) -> dict[str, Any]:

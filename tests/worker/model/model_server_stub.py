@@ -24,14 +24,17 @@ class Reply:
     delay_s: float = 0.0  # before the reply: a server that does not answer in time
 
 
-def chunks(text: str, finish_reason: str = "stop", usage: dict | None = None) -> Reply:
-    """A streamed completion: one event per word, then the finish, then the usage."""
+def chunks(text: str, finish_reason: str | None = "stop", usage: dict | None = None) -> Reply:
+    """A streamed completion: one event per word, then the finish (none for None: a stream
+    cut short, as llama-cpp-python's server cuts one when another request comes), then the
+    usage."""
     events = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
     words = text.split(" ")
     for index, word in enumerate(words):
         piece = word if index == 0 else " " + word
         events.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
-    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
+    if finish_reason is not None:
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
     if usage is not None:
         events.append({"choices": [], "usage": usage})
     body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
@@ -44,7 +47,10 @@ def error(status: int, message: str = "no", **headers: str) -> Reply:
 
 
 # What each server family says of itself as /v1/models' owned_by.
-OWNED_BY = {"vllm": "vllm", "ollama": "library", "llamacpp": "llamacpp", "llamacpp-old": "llamacpp"}
+OWNED_BY = {
+    "vllm": "vllm", "ollama": "library", "llamacpp": "llamacpp", "llamacpp-old": "llamacpp",
+    "llama-cpp-python": "me",
+}  # fmt: skip
 
 
 def schema_read(kind: str, body: dict) -> tuple[dict | None, Reply | None]:
@@ -55,7 +61,10 @@ def schema_read(kind: str, body: dict) -> tuple[dict | None, Reply | None]:
     types and fields are ignored), llama.cpp's server oaicompat_chat_params_parse (json_object
     takes response_format.schema or the top-level json_schema; json_schema takes
     json_schema.schema; "llamacpp-old", a server from before that, refuses type json_schema
-    with a 500, as such versions did)."""
+    with a 500, as such versions did; "llama-cpp-python", its Python binding's server,
+    llama_cpp/server/types.py: response_format types "text" and "json_object" only, its
+    `schema` read, the top-level json_schema ignored, other types refused with a 500 whose
+    message names response_format, as its error handler wraps pydantic's)."""
     response_format = body.get("response_format")
     kind_of = response_format.get("type", "") if isinstance(response_format, dict) else ""
     wrapped = (response_format or {}).get("json_schema") if kind_of == "json_schema" else None
@@ -80,6 +89,15 @@ def schema_read(kind: str, body: dict) -> tuple[dict | None, Reply | None]:
             )
             return None, error(500 if kind == "llamacpp-old" else 400, message)
         schema = body.get("json_schema")
+        return (schema if isinstance(schema, dict) else None), None
+    if kind == "llama-cpp-python":
+        if kind_of not in ("", "text", "json_object"):
+            message = (
+                "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
+            )
+            return None, error(500, message)
+        schema = response_format.get("schema") if kind_of == "json_object" else None
         return (schema if isinstance(schema, dict) else None), None
     raise ValueError(f"no such server kind: {kind}")
 

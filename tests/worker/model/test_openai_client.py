@@ -157,11 +157,23 @@ def test_a_server_without_json_schema_is_asked_in_plain_text(stub) -> None:
     stub.replies.extend(
         [error(400, "response_format json_schema is not supported"), chunks("Ohio")]
     )
-    model = _model(stub.base_url)
+    model = _model(stub.base_url, structured_output="json_schema")
     assert model.complete(ASK, max_new_tokens=8, response_schema=SCHEMA).text == "Ohio"
     assert "response_format" not in stub.requests[1][1]
     model.complete(ASK, max_new_tokens=8, response_schema=SCHEMA)
     assert "response_format" not in stub.requests[2][1]  # remembered
+
+
+def test_auto_asks_in_llamacpps_shape_once_openais_is_refused_then_in_plain_text(stub) -> None:
+    # A server that refuses both shapes: OpenAI's, then llama.cpp's, then plain text for good.
+    refusal = error(400, "response_format type is not supported")
+    stub.replies.extend([refusal, refusal, chunks("Ohio")])
+    model = _model(stub.base_url)
+    assert model.complete(ASK, max_new_tokens=8, response_schema=SCHEMA).text == "Ohio"
+    formats = [body.get("response_format") for _headers, body in stub.requests]
+    assert [f and f["type"] for f in formats] == ["json_schema", "json_object", None]
+    model.complete(ASK, max_new_tokens=8, response_schema=SCHEMA)
+    assert "response_format" not in stub.requests[3][1]  # remembered
 
 
 def test_requests_go_together_up_to_the_concurrency_in_order(stub) -> None:
