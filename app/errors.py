@@ -85,3 +85,10 @@ class InvalidCollection(AppError):
     """A collection name that cannot be used: empty, too long, or taken by another one."""
 
     code = "invalid_collection"
+
+
+class AmbiguousCollection(AppError):
+    """A name that picks several collections the user may read (names are unique per owner);
+    the sentence names them and says how to pick one ("#ID")."""
+
+    code = "ambiguous_collection"

@@ -33,8 +33,8 @@ from typing import BinaryIO
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.display import display_name
-from app.errors import AppError, InvalidCollection, StoredFileError
-from app.services import access, accounts, collections, documents, jobs
+from app.errors import AmbiguousCollection, AppError, InvalidCollection, StoredFileError
+from app.services import access, accounts, acting, documents, jobs
 from app.services.access import Actor
 from pipelines.errors import DocumentError
 from pipelines.ingest.limits import ParseLimits, check_open_file
@@ -94,7 +94,11 @@ def scan_inbox(
             with _subfolder(inbox_fd, name) as folder_fd:
                 if folder_fd is None:
                     continue
-                collection_id = _collection_for(sessions, name)
+                try:
+                    collection_id = _collection_for(sessions, owner, name)
+                except AmbiguousCollection:
+                    logger.warning("inbox folder skipped: several collections have its name")
+                    continue
                 if not _may_ingest_into(sessions, owner, collection_id):
                     logger.warning("inbox folder skipped: its user may not write its collection")
                     continue
@@ -170,15 +174,21 @@ def _may_ingest_into(
         )
 
 
-def _collection_for(sessions: sessionmaker[Session], folder_name: str) -> int | None:
-    """The id of the collection named like the folder, created if new; None for a folder name
-    that cannot be a collection's."""
+def _collection_for(
+    sessions: sessionmaker[Session], owner: Actor | None, folder_name: str
+) -> int | None:
+    """The id of the collection the folder's name picks among those the inbox's user may read
+    (no user: every one), created as theirs if none; None for a folder name that cannot be a
+    collection's. AmbiguousCollection when several they may read have the name (a folder
+    named "#ID" picks that one)."""
+    actor = owner or access.local_admin("inbox")
     with sessions() as session:
-        found = collections.find_collection(session=session, name=display_name(folder_name))
+        name = display_name(folder_name)
+        found = acting.lookup_collection(session=session, actor=actor, name=name)
         if found is not None:
             return found.id
         try:
-            created = collections.create_collection(session=session, name=folder_name)
+            created = acting.create_collection(session=session, actor=actor, name=folder_name)
         except InvalidCollection:
             return None
         session.commit()

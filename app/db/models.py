@@ -406,14 +406,20 @@ class Fact(Base):
 class Collection(Base):
     """A named set of documents (a matter, a case file, a set of papers). A document may be in
     several. Deleting a collection never deletes its documents; deleting a document removes it
-    from its collections (both by the link table's ON DELETE CASCADE)."""
+    from its collections (both by the link table's ON DELETE CASCADE).
+
+    A name is unique per owner (migration 0016), not across the library: an editor may name a
+    collection like one they may not read, and is not told that it exists."""
 
     __tablename__ = "collections"
-    __table_args__ = (_NEVER_REUSED,)
+    __table_args__ = (UniqueConstraint("owner_id", "name"), _NEVER_REUSED)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    # Who created it; None: the admins' (the local admin's, the inbox's without a user, made
+    # before 0016, or its owner deleted since). Access still follows the grants alone.
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
 
 
 class CollectionDocument(Base):

@@ -6,7 +6,8 @@ Rules (issue 25):
 - editor: uploads (owning what they upload), summarizes and asks; reads the documents they
   own and those of collections granted to them; writes (adds, removes, ingests into, renames,
   deletes) the collections granted to them for writing, and the documents they own or that
-  such a collection holds. An editor who creates a collection is granted it for writing.
+  such a collection holds. An editor who creates a collection owns it and is granted it for
+  writing (ownership scopes its name, app/services/collection_names.py; access is the grant's).
 - viewer: reads and asks within the collections granted to them; writes nothing.
 - A document in no collection is seen by its owner and the admins only.
 

@@ -29,7 +29,15 @@ from app.db.models import (
 )
 from app.display import display_name
 from app.errors import NotFound
-from app.services import access, audit, collection_answers, collections, documents, facts
+from app.services import (
+    access,
+    audit,
+    collection_answers,
+    collection_names,
+    collections,
+    documents,
+    facts,
+)
 from app.services.access import Actor
 from app.services.search import SearchFilters, SearchHit, search_passages
 
@@ -192,26 +200,37 @@ def list_collections(*, session: Session, actor: Actor) -> list[collections.Coll
 
 
 def find_collection(*, session: Session, actor: Actor, name: str, action: str) -> Collection:
-    """The collection named `name`, for `actor` to `action` (the caller checks the action
-    itself). One that does not exist and one they may not read get the same refusal (logged),
-    so a name tells nobody that a collection exists; an admin, who may read every one, is told
-    NotFound."""
-    found = collections.find_collection(session=session, name=name)
-    if found is not None and access.can_read_collection(
-        session=session, actor=actor, collection_id=found.id
-    ):
+    """The collection `name` picks among those `actor` may read ("#ID" or a name; every one
+    for an admin), for them to `action` (the caller checks the action itself). One that does
+    not exist and one they may not read get the same refusal (logged), so a name tells nobody
+    that a collection exists; an admin, who may read every one, is told NotFound. A name that
+    picks several they may read raises AmbiguousCollection, naming each one's id and owner."""
+    found = lookup_collection(session=session, actor=actor, name=name)
+    if found is not None:
         return found
-    sentence = f"There is no collection named {display_name(name)!r}"
+    wanted_id = collection_names.by_id(name)
+    what = f"#{wanted_id}" if wanted_id is not None else f"named {display_name(name)!r}"
+    sentence = f"There is no collection {what}"
     if actor.is_admin:
         raise NotFound(f"{sentence}; see `longdoc collections list`.")
+    # The audit log (for the admins) keeps which collections of that name or id exist.
+    hidden = [row.id for row in collection_names.matching(session, name, among=None)]
     raise access.refuse(
         session=session,
         actor=actor,
         action=action,
         sentence=f"{sentence} that you may open; see `longdoc collections list`.",
-        target_kind="collection" if found is not None else "",
-        target_ids=[found.id] if found is not None else [],
+        target_kind="collection" if hidden else "",
+        target_ids=hidden,
     )
+
+
+def lookup_collection(*, session: Session, actor: Actor, name: str) -> Collection | None:
+    """find_collection without the refusal: None when `name` picks no collection `actor` may
+    read (whether or not one they may not read has it: ingesting into a named collection then
+    creates theirs). AmbiguousCollection as find_collection."""
+    readable = access.readable_collection_ids(session=session, actor=actor)
+    return collections.find_collection(session=session, name=name, among=readable)
 
 
 def open_collection(*, session: Session, actor: Actor, collection_id: int) -> Collection:
@@ -267,15 +286,21 @@ def allow_add_documents(
 
 
 def create_collection(*, session: Session, actor: Actor, name: str) -> Collection:
-    """A new collection; an editor who makes it may write it. The caller commits."""
+    """A new collection, owned by `actor`; an editor who makes it may write it. Refused when a
+    collection `actor` may read has the name; one they may not read never stops them and is
+    never mentioned (names are unique per owner). The caller commits."""
     access.require_role(
         session=session,
         actor=actor,
         action="collection_create",
         allowed=access.can_create_collection(actor),
     )
-    collection = collections.create_collection(session=session, name=name)
-    session.flush()
+    collection = collections.create_collection(
+        session=session,
+        name=name,
+        owner_id=actor.user_id,
+        readable=access.readable_collection_ids(session=session, actor=actor),
+    )
     if not actor.is_admin and actor.user_id is not None:
         session.add(
             CollectionGrant(user_id=actor.user_id, collection_id=collection.id, can_write=True)
@@ -289,6 +314,25 @@ def create_collection(*, session: Session, actor: Actor, name: str) -> Collectio
         target_ids=[collection.id],
     )
     return collection
+
+
+def rename_collection(
+    *, session: Session, actor: Actor, collection_id: int, name: str
+) -> Collection:
+    """Rename a collection `actor` may write (checked and logged; the caller commits); refused
+    as create_collection refuses a name."""
+    allow_collection_write(
+        session=session, actor=actor, collection_id=collection_id, action="collection_rename"
+    )
+    renamed = collections.rename_collection(
+        session=session,
+        collection_id=collection_id,
+        name=name,
+        readable=access.readable_collection_ids(session=session, actor=actor),
+    )
+    if renamed is None:  # an admin's, deleted meanwhile
+        raise NotFound("There is no such collection any more.")
+    return renamed
 
 
 def allow_collection_question(

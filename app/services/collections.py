@@ -4,22 +4,25 @@ Cascade rules (the database's foreign keys, tested on both databases): deleting 
 deletes its links, its questions' jobs and answers, never a document; deleting a document removes
 it from every collection, and `forget_document` deletes the collection answers that quote it.
 Functions flush; the caller commits. "Not found" is None (or False); bad names raise
-InvalidCollection.
+InvalidCollection. Names are unique per owner; which name picks which collection, and which
+names a user may not give, is app/services/collection_names.py.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection as Ids
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Collection, CollectionAnswer, CollectionDocument, Document
-from app.display import display_name, typed_text
-from app.errors import InvalidCollection
+from app.db.models import Collection, CollectionAnswer, CollectionDocument, Document, User
+from app.display import typed_text
+from app.services import collection_names as names
 
-MAX_NAME_CHARS = 200
+MAX_NAME_CHARS = names.MAX_NAME_CHARS
 
 
 @dataclass(frozen=True)
@@ -27,36 +30,43 @@ class CollectionSummary:
     id: int
     name: str
     num_documents: int
+    owner_name: str | None = None  # None: the admins' (no owner)
 
 
-def _checked_name(session: Session, name: str, *, renaming: int | None = None) -> str:
-    clean = typed_text(display_name(name))
-    if not clean:
-        raise InvalidCollection(
-            "A collection needs a name with at least one visible character."
-            if name.strip()
-            else "A collection needs a name."
-        )
-    if len(clean) > MAX_NAME_CHARS:
-        raise InvalidCollection(f"A collection's name has at most {MAX_NAME_CHARS} characters.")
-    taken = find_collection(session=session, name=clean)
-    if taken is not None and taken.id != renaming:
-        raise InvalidCollection(f"There is already a collection named {taken.name!r}.")
-    return clean
-
-
-def create_collection(*, session: Session, name: str) -> Collection:
-    collection = Collection(name=_checked_name(session, name))
+def create_collection(
+    *,
+    session: Session,
+    name: str,
+    owner_id: int | None = None,
+    readable: Ids[int] | None = None,
+) -> Collection:
+    """A new collection of `owner_id` (None: the admins'), made by a user who may read the
+    collections `readable` (None: every one): refused when one of those has the name, never
+    because of one they may not read (collection_names.refuse_taken)."""
+    clean = names.checked_name(name)
+    names.refuse_taken(session, clean, owner_id=owner_id, readable=readable)
+    collection = Collection(name=clean, owner_id=owner_id)
     session.add(collection)
     session.flush()
     return collection
 
 
-def rename_collection(*, session: Session, collection_id: int, name: str) -> Collection | None:
+def rename_collection(
+    *,
+    session: Session,
+    collection_id: int,
+    name: str,
+    readable: Ids[int] | None = None,
+) -> Collection | None:
+    """`readable`: as for create_collection."""
     collection = session.get(Collection, collection_id)
     if collection is None:
         return None
-    collection.name = _checked_name(session, name, renaming=collection_id)
+    clean = names.checked_name(name)
+    names.refuse_taken(
+        session, clean, owner_id=collection.owner_id, readable=readable, renaming=collection_id
+    )
+    collection.name = clean
     session.flush()
     return collection
 
@@ -76,30 +86,47 @@ def get_collection(*, session: Session, collection_id: int) -> Collection | None
     return session.get(Collection, collection_id)
 
 
-def find_collection(*, session: Session, name: str) -> Collection | None:
-    """The collection with this name: exact, then the same as a person reads it (Unicode
-    normalized, invisible characters and case aside: "Café" typed composed or decomposed, or
-    "CAFÉ", is one name). Compared here rather than in SQL, whose lower() is ASCII-only on
-    SQLite; a library holds few collections."""
-    clean = typed_text(name)
-    found = session.scalars(select(Collection).where(Collection.name == clean)).first()
-    if found is not None or not clean:
-        return found
-    key = clean.casefold()
-    for collection in session.scalars(select(Collection).order_by(Collection.id)):
-        if typed_text(collection.name).casefold() == key:
-            return collection
-    return None
+def find_collection(
+    *, session: Session, name: str, among: Ids[int] | None = None
+) -> Collection | None:
+    """The collection `name` picks among the ids `among` (None: every one): "#ID", or the name
+    as a person reads it ("Café" typed composed or decomposed, or "CAFÉ", is one name). None if
+    none; AmbiguousCollection, naming each one's id and owner, if several (collection_names)."""
+    return names.find(session, name, among=among)
 
 
 def list_collections(*, session: Session) -> list[CollectionSummary]:
     counts = (
-        select(Collection.id, Collection.name, func.count(CollectionDocument.document_id))
+        select(
+            Collection.id,
+            Collection.name,
+            func.count(CollectionDocument.document_id),
+            User.name,
+        )
         .outerjoin(CollectionDocument, CollectionDocument.collection_id == Collection.id)
-        .group_by(Collection.id, Collection.name)
-        .order_by(func.lower(Collection.name))
+        .outerjoin(User, User.id == Collection.owner_id)
+        .group_by(Collection.id, Collection.name, User.name)
+        .order_by(func.lower(Collection.name), Collection.id)
     )
-    return [CollectionSummary(id=i, name=n, num_documents=c) for i, n, c in session.execute(counts)]
+    return [
+        CollectionSummary(id=i, name=n, num_documents=c, owner_name=o)
+        for i, n, c, o in session.execute(counts)
+    ]
+
+
+def picker_labels(rows: Iterable[CollectionSummary]) -> dict[int, str]:
+    """Each collection's label in a list a person picks from: its name, and where another in the
+    list reads the same, its owner and id too ("Smith (alice's, #3)")."""
+    rows = list(rows)
+    counts = Counter(typed_text(row.name).casefold() for row in rows)
+    labels = {}
+    for row in rows:
+        if counts[typed_text(row.name).casefold()] == 1:
+            labels[row.id] = row.name
+        else:
+            owner = names.whose(row.owner_name)
+            labels[row.id] = f"{row.name} ({owner}, {names.ID_PREFIX}{row.id})"
+    return labels
 
 
 def add_documents(*, session: Session, collection_id: int, document_ids: Iterable[int]) -> int:

@@ -8,7 +8,7 @@ import json
 
 from sqlalchemy import select
 
-from app.db.models import CollectionAnswer, Job
+from app.db.models import CollectionAnswer, Job, Role, User, utc_now
 from app.services import collection_answers, collections
 from tests.ui.conftest import all_text, broker_messages, open_page
 from tests.ui.seed import add_document
@@ -221,3 +221,40 @@ def new_collection_popover(at):
         b.proto.popover for b in at.get("popover") if b.proto.popover.label == "New collection"
     ]
     return popover
+
+
+def _signed_in_admin(app_test, admin_id: int):
+    """An AppTest whose session signed in as the admin a moment ago (tests/ui/test_accounts_ui)."""
+    at = app_test()
+    at.session_state["signed_in_user_id"] = admin_id
+    at.session_state["signed_in_at"] = utc_now()
+    return at
+
+
+def test_collections_of_one_name_are_told_apart_by_owner_and_id(app_test, sessions) -> None:
+    """Names are unique per owner: the pickers of an admin, who sees two owners' "Matter X",
+    show each with its owner and id."""
+    with sessions() as session:
+        admin = User(name="ada", role=Role.ADMIN, password_hash="x")
+        owners = [User(name=name, role=Role.EDITOR, password_hash="x") for name in ("al", "bo")]
+        session.add_all([admin, *owners])
+        session.flush()
+        hers, his = (  # neither may read the other's
+            collections.create_collection(
+                session=session, name="Matter X", owner_id=owner.id, readable=set()
+            )
+            for owner in owners
+        )
+        other = collections.create_collection(session=session, name="Other")
+        session.commit()
+    labels = [f"Matter X (al's, #{hers.id})", f"Matter X (bo's, #{his.id})", "Other"]
+    at = open_page(
+        _signed_in_admin(app_test, admin.id), "views/collections.py", collection=str(his.id)
+    )
+    assert not at.exception
+    picker = at.selectbox(key="collection-choice")
+    assert picker.value == his.id and picker.options == labels
+    picker.set_value(other.id).run()
+    assert not at.exception and at.selectbox(key="collection-choice").value == other.id
+    search = open_page(_signed_in_admin(app_test, admin.id), "views/search.py")
+    assert search.selectbox(key="search-collection").options == labels

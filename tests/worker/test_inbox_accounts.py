@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.db.models import Document, Job, Role
+from app.db.models import Collection, CollectionGrant, Document, Job, Role
 from app.services import access, audit, jobs
 from app.services.access import Actor
 from tests.app.access_world import build_world
@@ -37,6 +37,13 @@ def test_the_inbox_ingests_as_its_user_into_the_collections_they_may_write(
     sessions, session, tmp_path: Path
 ) -> None:
     world = build_world(session)
+    # edna may read Matter B, not write it (one she may not read: test below).
+    session.add(
+        CollectionGrant(
+            user_id=world.user_ids["editor"], collection_id=world.collection_b, can_write=False
+        )
+    )
+    session.commit()
     inbox = _inbox(tmp_path)
     files_dir = tmp_path / "files"
     assert (
@@ -59,6 +66,34 @@ def test_the_inbox_ingests_as_its_user_into_the_collections_they_may_write(
         assert sorted(e.target_ids[0] for e in uploads) == sorted(queued)
         assert {(e.user_name, e.origin) for e in uploads} == {("edna", "inbox")}
     assert (inbox / "Matter B" / "in_b.pdf").exists()
+
+
+def test_a_folder_named_like_a_collection_its_user_may_not_read_is_a_new_one_of_theirs(
+    sessions, session, tmp_path: Path
+) -> None:
+    """Names are unique per owner: edna may not read Matter B, so the folder "Matter B" is her
+    own new collection (as if the other did not exist); the other is left as it was."""
+    world = build_world(session)
+    inbox = _inbox(tmp_path)
+    queued = scan_inbox(
+        sessions=sessions, inbox_dir=inbox, files_dir=tmp_path / "files", owner_name="edna"
+    )
+    edna = world.user_ids["editor"]
+    with sessions() as check:
+        rows = [check.get(Job, job_id) for job_id in queued]
+        taken = {job.params["file_name"]: job.params for job in rows}
+        assert set(taken) == {"top.pdf", "in_a.pdf", "in_b.pdf"}
+        hers = check.get(Collection, taken["in_b.pdf"]["collection_id"])
+        assert hers.id != world.collection_b
+        assert (hers.name, hers.owner_id) == ("Matter B", edna)
+        grant = check.get(CollectionGrant, (edna, hers.id))
+        assert grant is not None and grant.can_write
+        hidden = check.get(Collection, world.collection_b)
+        assert (hidden.name, hidden.owner_id) == ("Matter B", None)
+        assert check.get(CollectionGrant, (edna, hidden.id)) is None
+        events = audit.list_events(session=check, user_name="edna")
+        about = {i for e in events if e.target_kind == "collection" for i in e.target_ids}
+        assert about == {hers.id}  # her new collection's creation; nothing of the other
 
 
 def test_an_ingest_job_of_a_user_makes_the_document_theirs(sessions, session, tmp_path) -> None:

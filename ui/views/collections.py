@@ -60,8 +60,9 @@ def _chosen_collection(*, may_create: bool) -> int | None:
     with ctx.session() as db:
         rows = acting.list_collections(session=db, actor=ctx.actor())  # only those granted
     # The picker sends back the label shown, so a label is the name alone: one with the number
-    # of documents in it would stop matching once a document is added.
-    choices = {row.id: row.name for row in rows}
+    # of documents in it would stop matching once a document is added. Names are unique per
+    # owner: one that several share is told apart by its owner and id.
+    choices = collections.picker_labels(rows)
     if PENDING_KEY in st.session_state:
         st.session_state[CHOICE_KEY] = st.session_state.pop(PENDING_KEY)
     if st.session_state.pop(CLOSE_POPOVER_KEY, False):  # created on the run before: close it
@@ -175,8 +176,9 @@ def _rename_form(collection_id: int, name: str) -> None:
             return
     try:
         with ctx.session() as db:
-            _allow_write(db, collection_id, "collection_rename")
-            collections.rename_collection(session=db, collection_id=collection_id, name=new_name)
+            acting.rename_collection(
+                session=db, actor=ctx.actor(), collection_id=collection_id, name=new_name
+            )
             db.commit()
     except InvalidCollection as error:
         ctx.show_error(error)

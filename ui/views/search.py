@@ -11,7 +11,7 @@ import streamlit as st
 from app.db.models import DocumentKind
 from app.errors import AppError
 from app.query_encoder import query_encoder
-from app.services import acting
+from app.services import acting, collections
 from app.services.search import SearchFilters, SearchHit
 from ui import context as ctx
 from ui.components.citations import CITATION_KEY, open_citation, render_open_citation
@@ -40,7 +40,7 @@ def _start_of(day: date | None) -> datetime | None:
 def _filters() -> SearchFilters:
     with ctx.session() as db:
         readable = acting.list_collections(session=db, actor=ctx.actor())
-        choices = {c.id: c.name for c in readable}
+        choices = collections.picker_labels(readable)
     cells = st.columns(4)
     collection_id = cells[0].selectbox(
         "Collection",

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.db.models import DocumentKind
 from app.errors import AppError
-from app.services import access, acting, jobs, uploads
+from app.services import access, acting, collections, jobs, uploads
 from app.services.uploads import UploadResult
 from ui import context as ctx
 from ui.components.job_status import JobView, progress_line
@@ -155,11 +155,11 @@ def render() -> None:
         with ctx.session() as db:
             actor = ctx.actor()
             may_upload = access.can(session=db, actor=actor, action="upload")
-            choices = {
-                c.id: c.name
+            choices = collections.picker_labels(
+                c
                 for c in acting.list_collections(session=db, actor=actor)
                 if access.can(session=db, actor=actor, action="upload", collection_id=c.id)
-            }
+            )
         if may_upload:
             _upload_form(choices)
         else:

@@ -26,6 +26,10 @@ from worker.cli.output import print_view
 
 commands = typer.Typer()
 
+# Where a command takes a collection: names are unique per owner, so two collections one may
+# read (an admin: every one) can share a name; "#ID" picks one of them.
+PICK_HELP = "The collection: its name, or '#ID' (quoted) where several share the name."
+
 collections_cli = typer.Typer(
     help="Named sets of documents (a matter, a case file, a set of papers).",
     no_args_is_help=True,
@@ -34,8 +38,10 @@ commands.add_typer(collections_cli, name="collections")
 
 
 def collection_or_fail(session: Session, name: str, *, action: str) -> Collection:
-    """The named collection, if the acting user (`--as`) may read it; a missing one and one
-    they may not read are refused in the same words (app.services.acting.find_collection)."""
+    """The collection `name` picks among those the acting user (`--as`) may read: a name, or
+    "#ID" where several they may read share the name (names are unique per owner; quote it in
+    a shell). A missing one and one they may not read are refused in the same words, several
+    of the name with their ids and owners (app.services.acting.find_collection)."""
     return acting.find_collection(
         session=session, actor=as_user.actor(session), name=name, action=action
     )
@@ -55,9 +61,10 @@ def list_command() -> None:
         if not rows:
             console.print("No collections yet; create one with `longdoc collections create NAME`.")
             return
-        table = Table("ID", "Name", "Documents")
+        table = Table("ID", "Name", "Owner", "Documents")
         for row in rows:
-            table.add_row(str(row.id), escape(row.name), str(row.num_documents))
+            owner = escape(row.owner_name) if row.owner_name else "(admins)"
+            table.add_row(f"#{row.id}", escape(row.name), owner, str(row.num_documents))
         console.print(table)
         console.print(f"{len(rows)} collection{'s' if len(rows) != 1 else ''}.")
 
@@ -75,20 +82,22 @@ def create_command(name: Annotated[str, typer.Argument(help="The new collection'
 
 @collections_cli.command("rename")
 def rename_command(
-    name: Annotated[str, typer.Argument(help="The collection's name now.")],
+    name: Annotated[str, typer.Argument(help=PICK_HELP)],
     new_name: Annotated[str, typer.Argument(help="Its new name.")],
 ) -> None:
     """Rename a collection."""
     with exit_on_error(), open_session(load_settings()) as session:
+        actor = as_user.actor(session)
         collection = collection_or_fail(session, name, action="collection_rename")
-        _allow_write(session, collection.id, "collection_rename")
-        collections.rename_collection(session=session, collection_id=collection.id, name=new_name)
+        acting.rename_collection(
+            session=session, actor=actor, collection_id=collection.id, name=new_name
+        )
         session.commit()
         console.print(f"Renamed to {escape(collection.name)!r}.")
 
 
 @collections_cli.command("delete")
-def delete_command(name: Annotated[str, typer.Argument(help="The collection to delete.")]) -> None:
+def delete_command(name: Annotated[str, typer.Argument(help=PICK_HELP)]) -> None:
     """Delete a collection and its questions' answers; its documents stay in the library."""
     with exit_on_error(), open_session(load_settings()) as session:
         collection = collection_or_fail(session, name, action="collection_delete")
@@ -126,7 +135,7 @@ def _change(name: str, document_ids: list[int], *, add: bool) -> None:
 
 @collections_cli.command("add")
 def add_command(
-    name: Annotated[str, typer.Argument(help="The collection.")],
+    name: Annotated[str, typer.Argument(help=PICK_HELP)],
     document_ids: Annotated[list[int], typer.Argument(help="Document ids (see `longdoc docs`).")],
 ) -> None:
     """Add documents to a collection (a document may be in several)."""
@@ -135,7 +144,7 @@ def add_command(
 
 @collections_cli.command("remove")
 def remove_command(
-    name: Annotated[str, typer.Argument(help="The collection.")],
+    name: Annotated[str, typer.Argument(help=PICK_HELP)],
     document_ids: Annotated[list[int], typer.Argument(help="Document ids.")],
 ) -> None:
     """Take documents out of a collection; they stay in the library."""
@@ -143,7 +152,7 @@ def remove_command(
 
 
 @collections_cli.command("show")
-def show_command(name: Annotated[str, typer.Argument(help="The collection.")]) -> None:
+def show_command(name: Annotated[str, typer.Argument(help=PICK_HELP)]) -> None:
     """List a collection's documents."""
     with exit_on_error(), open_session(load_settings()) as session:
         collection = collection_or_fail(session, name, action="view")
@@ -187,7 +196,9 @@ def snippet_markup(hit: SearchHit) -> str:
 @commands.command("search")
 def search_command(
     query: Annotated[str, typer.Argument(help="Words to find (every one, stemmed).")],
-    collection: Annotated[str | None, typer.Option(help="Only this collection.")] = None,
+    collection: Annotated[
+        str | None, typer.Option(help=f"Only this collection. {PICK_HELP}")
+    ] = None,
     kind: Annotated[DocumentKind | None, typer.Option(help="Only this kind.")] = None,
     since: Annotated[str | None, typer.Option(help="Added on or after YYYY-MM-DD.")] = None,
     before: Annotated[str | None, typer.Option(help="Added before YYYY-MM-DD.")] = None,

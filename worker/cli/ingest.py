@@ -18,7 +18,8 @@ from app.db.retry import with_lock_retries
 from app.db.session import make_engine, session_factory
 from app.display import display_name
 from app.errors import AppError
-from app.services import acting, collections, dispatch, jobs
+from app.services import acting, collection_names, collections, dispatch, jobs
+from app.services.access import Actor
 from app.settings import Settings
 from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
@@ -66,9 +67,8 @@ def ingest(
         with open_session(settings) as session:
             # Fails early, with a sentence, when the database is missing or not migrated, or
             # when the acting user (`--as`) may not store documents (into that collection).
-            found = collections.find_collection(session=session, name=collection or "")
             actor = as_user.actor(session)
-            collection_id = found.id if collection and found else None
+            collection_id = _collection_to_fill(session, actor, collection)
             # Read only (a refusal is logged and committed by the check): the upload itself is
             # logged once something is stored, so a busy database refuses files, not the batch.
             owner_id = acting.allow_upload(
@@ -125,7 +125,7 @@ def ingest(
         _claim(settings, owner_id, outcomes)
         _log_upload(settings, collection_id, outcomes)
         if collection is not None:
-            _into_collection(settings, collection, outcomes)
+            _into_collection(settings, collection, collection_id, outcomes)
         if not any(outcome.status in (STORED, PRESENT) for outcome in outcomes):
             raise typer.Exit(1)
 
@@ -208,15 +208,35 @@ def _log_upload(settings: Settings, collection_id: int | None, outcomes: list) -
     with_lock_retries(write, what="logging the upload")
 
 
-def _into_collection(settings, name: str, outcomes: list) -> None:
-    """The stored and already present files' documents into the named collection."""
+def _collection_to_fill(session: Session, actor: Actor, text: str | None) -> int | None:
+    """The id of the collection `--collection` picks among those `actor` may read; None when
+    none is given, or when none they may read has the name (the batch then creates theirs, as
+    it would had nobody's collection that name). "#ID" must pick one they may read; a name
+    that cannot be a collection's is refused before any file is read."""
+    if text is None:
+        return None
+    if collection_names.by_id(text) is not None:
+        return acting.find_collection(session=session, actor=actor, name=text, action="upload").id
+    found = acting.lookup_collection(session=session, actor=actor, name=text)
+    if found is None:
+        collection_names.checked_name(text)
+    return None if found is None else found.id
+
+
+def _into_collection(settings, name: str, collection_id: int | None, outcomes: list) -> None:
+    """The stored and already present files' documents into the collection found before the
+    batch (`collection_id`), or the one named `name` (created if the acting user may read none
+    of that name)."""
     ids = [o.document_id for o in outcomes if o.status in (STORED, PRESENT) and o.document_id]
     with open_session(settings) as session:
-        found = collections.find_collection(session=session, name=name)
-        created = found is None
-        target = found or acting.create_collection(
-            session=session, actor=as_user.actor(session), name=name
+        actor = as_user.actor(session)
+        found = (
+            collections.get_collection(session=session, collection_id=collection_id)
+            if collection_id is not None
+            else acting.lookup_collection(session=session, actor=actor, name=name)
         )
+        created = found is None
+        target = found or acting.create_collection(session=session, actor=actor, name=name)
         count = collections.add_documents(
             session=session, collection_id=target.id, document_ids=ids
         )

@@ -36,7 +36,7 @@ from app.services import (
 from app.services.answer_labels import answer_record, collection_answer_record
 from app.settings import Settings
 from worker.cli import as_user
-from worker.cli.collections import collection_or_fail, print_collection_answer
+from worker.cli.collections import PICK_HELP, collection_or_fail, print_collection_answer
 from worker.cli.common import console, error_console, exit_on_error, load_settings, open_session
 from worker.cli.output import print_answer, print_summary
 
@@ -133,7 +133,7 @@ def ask(
     ],
     second: Annotated[str | None, typer.Argument(hidden=True)] = None,
     collection: Annotated[
-        str | None, typer.Option(help="Ask this collection instead of one document.")
+        str | None, typer.Option(help=f"Ask this collection instead of one document. {PICK_HELP}")
     ] = None,
     each: Annotated[
         bool | None,

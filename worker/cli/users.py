@@ -13,7 +13,7 @@ from rich.table import Table
 from app.db.models import Role
 from app.services import accounts, api_keys, collections
 from worker.cli import as_user
-from worker.cli.collections import collection_or_fail
+from worker.cli.collections import PICK_HELP, collection_or_fail
 from worker.cli.common import console, exit_on_error, load_settings, open_session
 
 commands = typer.Typer()
@@ -56,7 +56,7 @@ def list_command() -> None:
     with exit_on_error(), open_session(load_settings()) as session:
         users = accounts.list_users(session=session, actor=as_user.actor(session))
         session.commit()
-        names = {c.id: c.name for c in collections.list_collections(session=session)}
+        names = collections.picker_labels(collections.list_collections(session=session))
         table = Table("Name", "Role", "State", "Collections")
         for user in users:
             grants = accounts.grants_of(session=session, user_id=user.id)
@@ -117,7 +117,7 @@ def delete_command(name: Annotated[str, typer.Argument(help="The user.")]) -> No
 @users_cli.command("grant")
 def grant_command(
     name: Annotated[str, typer.Argument(help="The user.")],
-    collection: Annotated[str, typer.Argument(help="The collection's name.")],
+    collection: Annotated[str, typer.Argument(help=PICK_HELP)],
     read: Annotated[bool, typer.Option("--read", help="Read and ask (the default).")] = False,
     write: Annotated[bool, typer.Option("--write", help="Also add, remove, ingest into.")] = False,
 ) -> None:
@@ -141,7 +141,7 @@ def grant_command(
 @users_cli.command("revoke")
 def revoke_command(
     name: Annotated[str, typer.Argument(help="The user.")],
-    collection: Annotated[str, typer.Argument(help="The collection's name.")],
+    collection: Annotated[str, typer.Argument(help=PICK_HELP)],
 ) -> None:
     """Take back a user's grant on a collection."""
     with exit_on_error(), open_session(load_settings()) as session:
