@@ -29,6 +29,7 @@ from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, CacheWriter, lower_
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, check_tag
 from engine.kv_tiers.disk_writer import DiskWriter
+from engine.kv_tiers.host_blocks import HostBlocks
 from engine.kv_tiers.tombstones import read_tombstone
 from engine.sequence import Sequence
 from engine.stats import TierLoad
@@ -83,6 +84,7 @@ class TieredKVCache:
         self._forgotten: set[str] = self.disk.forgotten_tags() if self.disk is not None else set()
         self._next_forgotten_poll = 0.0
         self._pool = make_read_pool() if self.disk is not None else None
+        self._host = HostBlocks(self.block_shape, self.dtype, pinned=self._is_cuda)
 
     # ---- up: before a request's prefill ---------------------------------------------------
 
@@ -159,7 +161,7 @@ class TieredKVCache:
             return None  # the namespace should make this impossible; never load a misfit
         kv = torch.frombuffer(block.payload, dtype=self.dtype).view(self.block_shape)
         if self._is_cuda:
-            kv = torch.empty(self.block_shape, dtype=self.dtype, pin_memory=True).copy_(kv)
+            kv = self._host.take().copy_(kv)
         return kv
 
     # ---- down: after each step ------------------------------------------------------------
@@ -211,7 +213,7 @@ class TieredKVCache:
         items = []
         with torch.cuda.stream(stream):
             for block_id, block_hash, token_ids, tag in todo:
-                host = torch.empty(self.block_shape, dtype=self.dtype, pin_memory=True)
+                host = self._host.take()
                 host.copy_(tensor[:, :, block_id], non_blocking=True)
                 items.append((block_hash, token_ids, host, tag))
             done = torch.cuda.Event()
