@@ -81,6 +81,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shape", default="llama3-8b-random", help="a bench._models preset")
     parser.add_argument("--weights", choices=["auto", "fp8"], default="auto")
     parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
+    parser.add_argument(
+        "--fp8-small-batch-kernel",
+        action="store_true",
+        help="FP8 decode products through the Triton FP8-weight kernel (EngineConfig)",
+    )
     parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -435,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             cuda_graphs=not args.no_graphs,
             weights=args.weights,
             kv_dtype=args.kv_dtype,
+            fp8_small_batch_kernel=args.fp8_small_batch_kernel,
         )
         if args.weights == "fp8" and "hf" not in parts:
             # FP8 weights built directly (the 70B does not fit in bf16); no transformers model.
@@ -481,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         "kv_blocks": engine._main.blocks.num_blocks,
         "weights": args.weights,
         "kv_dtype": args.kv_dtype,
+        "fp8_small_batch_kernel": args.fp8_small_batch_kernel,
     }
     print("engine:", json.dumps(results["engine"]), flush=True)
     runners = {

@@ -70,11 +70,13 @@ def load_model(
     dtype: torch.dtype,
     state_dict: Mapping[str, torch.Tensor] | None = None,
     weights: str = "auto",
+    fp8_small_batch_kernel: bool = False,
 ) -> tuple[LlamaModel, ModelArgs]:
     """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
 
     FP8 tensors stay FP8 (with their scales as fp32); every other tensor is cast to `dtype`.
     weights "fp8": projections stored in another dtype are quantized to FP8 at load.
+    fp8_small_batch_kernel: FP8 products of up to 64 rows through the Triton kernel on CUDA.
     state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
     the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
     on `device` in `dtype` are kept as they are, not copied.
@@ -102,7 +104,7 @@ def load_model(
     model.init_rope(device)
     for module in model.modules():
         if isinstance(module, Fp8Linear):
-            module.use_scaled_mm(device)
+            module.use_scaled_mm(device, small_batch_kernel=fp8_small_batch_kernel)
     return model.eval().requires_grad_(False), args
 
 

@@ -76,7 +76,12 @@ def build_placement(
     state_dict: Mapping[str, torch.Tensor] | None = None,
 ) -> Placement:
     model, args = load_model(
-        checkpoint_dir, device=device, dtype=dtype, state_dict=state_dict, weights=config.weights
+        checkpoint_dir,
+        device=device,
+        dtype=dtype,
+        state_dict=state_dict,
+        weights=config.weights,
+        fp8_small_batch_kernel=config.fp8_small_batch_kernel,
     )
     shape = ModelShape(
         num_layers=args.num_layers,

@@ -22,6 +22,7 @@ keep them as they are.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import torch
@@ -183,21 +184,36 @@ class Fp8Linear(nn.Module):
         # Decided once the weights are on their device (use_scaled_mm), not per call, so that
         # torch.compile and CUDA graphs see a plain attribute.
         self.scaled_mm = False
+        # A few rows (decode) through the FP8-weight Triton kernel (fp8_small_batch.py).
+        self.small_batch_rows = 0
 
-    def use_scaled_mm(self, device: torch.device) -> None:
+    def use_scaled_mm(self, device: torch.device, *, small_batch_kernel: bool = False) -> None:
         """Multiply with torch._scaled_mm where it runs: CUDA with FP8 tensor cores (sm_89+),
-        row scales, and both weight dimensions multiples of 16."""
+        row scales, and both weight dimensions multiples of 16; with small_batch_kernel, up to
+        MAX_ROWS rows through the Triton kernel there, where Triton is."""
         self.scaled_mm = (
             supports_scaled_mm(device)
             and self.weight_scale.shape[1] == 1
             and self.out_features % _SCALED_MM_ALIGNMENT == 0
             and self.in_features % _SCALED_MM_ALIGNMENT == 0
         )
+        self.small_batch_rows = 0
+        if small_batch_kernel and self.scaled_mm and importlib.util.find_spec("triton") is not None:
+            from engine.models.fp8_small_batch import MAX_ROWS
+
+            self.small_batch_rows = MAX_ROWS
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Row-wise scaled products write bf16 only: an fp16 or fp32 model dequantizes.
         if self.scaled_mm and x.dtype == torch.bfloat16:
-            out = _scaled_mm_rows(x.reshape(-1, self.in_features), self.weight, self.weight_scale)
+            flat = x.reshape(-1, self.in_features)
+            if flat.shape[0] <= self.small_batch_rows:
+                from engine.models.fp8_small_batch import fp8_weight_matmul
+
+                out = fp8_weight_matmul(flat, self.weight, self.weight_scale)
+                out = out.view(*x.shape[:-1], self.out_features)
+                return out if self.bias is None else out + self.bias
+            out = _scaled_mm_rows(flat, self.weight, self.weight_scale)
             out = out.view(*x.shape[:-1], self.out_features)
             return out if self.bias is None else out + self.bias
         weight = dequantize(self.weight, self.weight_scale, x.dtype, self.block_k)

@@ -1,0 +1,48 @@
+"""The FP8-weight Triton kernel under Triton's CPU interpreter, on small shapes; prints
+whether each matches the fp32 product (test_fp8_small_batch.py starts it with
+TRITON_INTERPRET=1, which must be set before triton decorates the kernel)."""
+
+import json
+import os
+
+import torch
+
+from tests.engine.run_paged_decode_interpreted import _patch_interpreter
+
+# (rows, outputs, inputs): one row, a ragged K, more rows than 16 (BLOCK_M 32), a ragged N.
+SHAPES = [(1, 48, 64), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
+
+
+def check(rows: int, outputs: int, inputs: int, device: torch.device) -> dict:
+    from engine.models.fp8 import dequantize, quantize_rows
+    from engine.models.fp8_small_batch import fp8_weight_matmul
+
+    generator = torch.Generator().manual_seed(rows * 1000 + outputs)
+    x = torch.randn(rows, inputs, generator=generator).to(device, torch.bfloat16)
+    weight, scale = quantize_rows(torch.randn(outputs, inputs, generator=generator).to(device))
+    out = fp8_weight_matmul(x, weight, scale)
+    reference = x.float() @ dequantize(weight, scale, torch.float32).T
+    # The product is exact up to fp32 summation order; only the bf16 output rounds: half an ulp
+    # to nearest on a GPU, up to one ulp where Triton's interpreter truncates. One ulp is at most
+    # 2**-7 of the value; a floor for values that cancel to about 0.
+    floor = 1e-5 * float(reference.abs().max())
+    excess = (out.float() - reference).abs() - (2**-7 * reference.abs() + floor)
+    return {
+        "shape": [rows, outputs, inputs],
+        "out_shape": list(out.shape),
+        "dtype": str(out.dtype),
+        "within": bool((excess <= 0).all()),
+        "worst": float(excess.max()),
+    }
+
+
+def main() -> None:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
+    _patch_interpreter()
+    torch.set_num_threads(1)
+    print(json.dumps([check(*shape, torch.device("cpu")) for shape in SHAPES]))
+
+
+if __name__ == "__main__":
+    main()

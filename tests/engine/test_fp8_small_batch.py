@@ -1,0 +1,123 @@
+"""The FP8-weight Triton kernel for decode-sized products (engine/models/fp8_small_batch.py):
+under Triton's interpreter here, on the device where there is one, and Fp8Linear's choice of it
+(up to MAX_ROWS rows on CUDA) over torch._scaled_mm."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.engine.run_fp8_small_batch_interpreted import SHAPES, check
+
+ROOT = Path(__file__).resolve().parents[2]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+needs_cuda = pytest.mark.skipif(
+    not (HAS_TRITON and torch.cuda.is_available()), reason="needs a CUDA device and triton"
+)
+
+
+def _assert_matches(result: dict) -> None:
+    rows, outputs, _ = result["shape"]
+    assert result["out_shape"] == [rows, outputs]
+    assert result["dtype"] == "torch.bfloat16"
+    assert result["within"], result
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+def test_kernel_matches_fp32_product_interpreted() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.engine.run_fp8_small_batch_interpreted"],
+        cwd=ROOT,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == len(SHAPES)
+    for result in results:
+        _assert_matches(result)
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", SHAPES)
+def test_kernel_matches_fp32_product_cuda(shape: tuple[int, int, int]) -> None:
+    _assert_matches(check(*shape, torch.device("cuda")))
+
+
+@needs_cuda
+def test_linear_takes_the_kernel_for_few_rows_only() -> None:
+    from engine.models import fp8_small_batch
+    from engine.models.fp8 import Fp8Linear, quantize_rows
+
+    device = torch.device("cuda")
+    linear = Fp8Linear(256, 128).to(device)
+    weight, scale = quantize_rows(torch.randn(128, 256, device=device))
+    linear.weight.data, linear.weight_scale.data = weight, scale
+    linear.use_scaled_mm(device)
+    assert linear.small_batch_rows == 0  # off unless asked for
+    linear.use_scaled_mm(device, small_batch_kernel=True)
+    assert linear.scaled_mm and linear.small_batch_rows == fp8_small_batch.MAX_ROWS
+    calls = []
+    original = fp8_small_batch.fp8_weight_matmul
+    fp8_small_batch.fp8_weight_matmul = lambda *a: calls.append(a[0].shape[0]) or original(*a)
+    try:
+        few = torch.randn(2, 3, 256, device=device, dtype=torch.bfloat16)
+        many = torch.randn(fp8_small_batch.MAX_ROWS + 1, 256, device=device, dtype=torch.bfloat16)
+        out_few, out_many = linear(few), linear(many)
+    finally:
+        fp8_small_batch.fp8_weight_matmul = original
+    assert calls == [6]
+    assert out_few.shape == (2, 3, 128) and out_many.shape == (fp8_small_batch.MAX_ROWS + 1, 128)
+    weight_f32 = weight.float() * scale
+    for x, out in ((few.reshape(-1, 256), out_few.reshape(-1, 128)), (many, out_many)):
+        reference = x.float() @ weight_f32.T
+        # _scaled_mm also quantizes the activations (E4M3: 2**-4 relative): a looser bound.
+        assert ((out.float() - reference).norm() / reference.norm()) < 2**-4
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+@pytest.mark.parametrize("rows", [1, 32, 64])
+def test_kernel_compiles_for_hopper(rows: int) -> None:
+    """Ahead of time, no GPU needed (Triton's bundled ptxas): the kernel builds for an H200
+    (sm_90) at each row padding, its weight tiles are pipelined (copy groups still pending while
+    a tile is multiplied), and its shared memory leaves room for a second program an SM."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.models import fp8_small_batch as kernels
+
+    fn = kernels._fp8_weight_matmul_kernel
+    block_m = max(16, triton.next_power_of_2(rows))
+    constexprs = {"BLOCK_M": block_m, "BLOCK_N": kernels.BLOCK_N, "BLOCK_K": kernels.BLOCK_K}
+    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
+    signature = {
+        name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
+    }
+    # As the launcher specializes: pointers, strides, and N and K (multiples of 16 wherever
+    # Fp8Linear takes the kernel, as for _scaled_mm) divisible by 16.
+    aligned = [
+        i
+        for i, n in enumerate(fn.arg_names)
+        if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K")
+    ]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    built = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 4, "num_stages": kernels.num_stages(rows)},
+    )
+    waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", built.asm["ptx"])}
+    assert max(waits, default=0) > 0, waits
+    assert built.metadata.shared <= 228 * 1024 // 2, built.metadata.shared
