@@ -83,6 +83,11 @@ def _login(name: str) -> None:
 
 
 def end_provider_session() -> None:
-    """Sign out of the provider's cookie as well, when this browser holds one."""
+    """Sign out of the provider's cookie as well, when this browser holds one. st.logout sends
+    the browser to Streamlit's logout page (which clears the identity cookie, then goes on to
+    the provider's end-session page or back here) by a message queued in this run: the run
+    stops here, since a rerun started now could drop that message and leave the cookie (a new
+    tab would then sign the person in again)."""
     if provider_claims() is not None:
         st.logout()
+        st.stop()

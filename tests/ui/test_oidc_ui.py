@@ -71,6 +71,8 @@ def test_a_provider_identity_becomes_its_user_and_sign_out_ends_both(
     (sign_out,) = [b for b in at.sidebar.button if b.label == "Sign out"]
     sign_out.click().run()
     assert at.user["is_logged_in"] is False  # st.logout: the provider's cookie goes too
+    assert not at.title  # the run stops there: the browser is on its way to the logout page
+    at.run()  # back from it
     assert [t.value for t in at.title] == ["LongDoc"] and f"Sign in with {PROVIDER}" in _labels(at)
     assert _sign_ins(sessions) == [
         ("vera", "sign_in", "ok", {"oidc": True}),
