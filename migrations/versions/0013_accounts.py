@@ -11,14 +11,17 @@ no foreign key: a deleted user's rows stay.
 
 The audit log is append-only: a trigger refuses every UPDATE of `audit_events` on both
 databases (pruning past the retention setting deletes whole rows). Adding the owner rebuilds
-`documents` on SQLite, with AUTOINCREMENT kept (migration 0012).
+`documents` on SQLite, with AUTOINCREMENT kept (migration 0012) and the largest id it ever gave
+(the rebuilt table's counter would start from the largest id left, and give a deleted newest
+document's id again; databases migrated before this was kept are repaired by 0017).
 
 The first admin comes from the shared UI password (LONGDOC_UI_PASSWORD_HASH) the first time the
 UI or `longdoc db upgrade` runs with it (app/services/accounts.py: ensure_first_admin): this
 migration reads no settings.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from alembic import op
@@ -29,6 +32,8 @@ down_revision: str | Sequence[str] | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# `documents` keeps its ids never reused (0012) when SQLite's batch mode rebuilds it.
+TABLE_KWARGS = {"sqlite_autoincrement": True}
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 APPEND_ONLY = "the audit log is append-only"
 SQLITE_TRIGGERS = (
@@ -50,6 +55,27 @@ POSTGRES_TRIGGERS_DROP = (
 
 def _is_sqlite() -> bool:
     return op.get_bind().dialect.name == "sqlite"
+
+
+@contextmanager
+def _keeping_sqlite_sequence(table: str) -> Iterator[None]:
+    """SQLite's rebuild copies the rows into a new table, whose sqlite_sequence entry is the
+    largest id copied: the id of the row deleted last would be given again. The largest id ever
+    given is put back (as in 0016)."""
+    if not _is_sqlite():
+        yield
+        return
+    bind = op.get_bind()
+    query = sa.text("SELECT seq FROM sqlite_sequence WHERE name = :table")
+    before = bind.execute(query, {"table": table}).scalar() or 0
+    yield
+    largest = max(before, bind.execute(query, {"table": table}).scalar() or 0)
+    bind.execute(sa.text("DELETE FROM sqlite_sequence WHERE name = :table"), {"table": table})
+    if largest:
+        bind.execute(
+            sa.text("INSERT INTO sqlite_sequence (name, seq) VALUES (:table, :seq)"),
+            {"table": table, "seq": largest},
+        )
 
 
 def upgrade() -> None:
@@ -122,7 +148,10 @@ def upgrade() -> None:
     for statement in SQLITE_TRIGGERS if _is_sqlite() else POSTGRES_TRIGGERS:
         op.execute(statement)
 
-    with op.batch_alter_table("documents", table_kwargs={"sqlite_autoincrement": True}) as batch_op:
+    with (
+        _keeping_sqlite_sequence("documents"),
+        op.batch_alter_table("documents", table_kwargs=TABLE_KWARGS) as batch_op,
+    ):
         batch_op.add_column(sa.Column("owner_id", sa.Integer(), nullable=True))
         batch_op.create_index(batch_op.f("ix_documents_owner_id"), ["owner_id"], unique=False)
         batch_op.create_foreign_key(
@@ -135,7 +164,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("documents", table_kwargs={"sqlite_autoincrement": True}) as batch_op:
+    with (
+        _keeping_sqlite_sequence("documents"),
+        op.batch_alter_table("documents", table_kwargs=TABLE_KWARGS) as batch_op,
+    ):
         batch_op.drop_constraint(batch_op.f("fk_documents_owner_id_users"), type_="foreignkey")
         batch_op.drop_index(batch_op.f("ix_documents_owner_id"))
         batch_op.drop_column("owner_id")

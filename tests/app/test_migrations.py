@@ -121,3 +121,22 @@ def test_celery_result_tables_are_left_to_celery(sqlite_url: str) -> None:
         assert _differences(engine)  # without the filter autogenerate would drop the table
     finally:
         engine.dispose()
+
+
+def test_sqlite_tables_never_reuse_ids_exactly_as_the_models_say(sqlite_url: str) -> None:
+    """compare_metadata does not compare AUTOINCREMENT (a table option): every table the models
+    mark sqlite_autoincrement has it after the migrations, and no other."""
+    migrate.upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.exec_driver_sql("SELECT name, sql FROM sqlite_master")
+            migrated = {name: "AUTOINCREMENT" in (sql or "") for name, sql in rows}
+        modelled = {
+            table.name: bool(table.dialect_options["sqlite"]["autoincrement"])
+            for table in Base.metadata.sorted_tables
+        }
+        assert sum(modelled.values()) >= 10
+        assert {name: migrated[name] for name in modelled} == modelled
+    finally:
+        engine.dispose()

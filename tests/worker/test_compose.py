@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app import metrics
+from app.settings import Settings
 from worker.celery_app import ALL_QUEUES, GPU_QUEUES, QUEUE_INGEST
 from worker.cli import cli
 
@@ -135,6 +136,65 @@ def test_the_ui_password_is_required_in_production(compose: dict) -> None:
         assert env["LONGDOC_ENVIRONMENT"] == "production"
         # `${VAR:?message}`: compose itself refuses to start when the hash is not set.
         assert env["LONGDOC_UI_PASSWORD_HASH"].startswith("${LONGDOC_UI_PASSWORD_HASH:?")
+
+
+_PASSED = re.compile(r"^\$\{(?P<name>\w+):-(?P<default>[^}]*)\}$")
+
+
+def _as_compose_passes(value: str, shell: dict[str, str]) -> str:
+    """`${NAME:-default}` as compose fills it in from the shell (or .env): unset or empty, the
+    default."""
+    match = _PASSED.match(value)
+    assert match, value
+    return shell.get(match["name"]) or match["default"]
+
+
+def test_the_ui_passes_the_identity_provider_settings(
+    compose: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    services = project_services(compose)
+    ui_env = services["ui"]["environment"]
+    passed = {name: value for name, value in ui_env.items() if name.startswith("LONGDOC_OIDC_")}
+    settings = {f"LONGDOC_{name.upper()}" for name in Settings.model_fields if "oidc_" in name}
+    # Every one, the client secret only as a file (a mounted secret), and to the UI alone.
+    assert set(passed) == settings - {"LONGDOC_OIDC_CLIENT_SECRET"}
+    for name in PROJECT_SERVICES:
+        env = services[name]["environment"]
+        assert env["LONGDOC_ENVIRONMENT"] == "production", name  # the shared ones are kept
+        if name != "ui":
+            assert not any(key.startswith("LONGDOC_OIDC_") for key in env), name
+    (port,) = [arg.removeprefix("--port=") for arg in services["ui"]["command"] if "--port=" in arg]
+
+    # None set in the shell: OIDC off, and what compose passes is valid.
+    for name, value in passed.items():
+        monkeypatch.setenv(name, _as_compose_passes(value, {}))
+    off = Settings()
+    assert not off.is_oidc_enabled and off.oidc_client_secret_file is None
+    assert off.oidc_redirect_uri == f"http://localhost:{port}/oauth2callback"
+    assert (off.oidc_provider_name, off.oidc_user_claim) == ("SSO", "email")
+
+    secret = tmp_path / "oidc_client_secret"
+    secret.write_text("s3cret\n")
+    shell = {
+        "LONGDOC_OIDC_ISSUER_URL": "https://login.firm.test/realms/law",
+        "LONGDOC_OIDC_CLIENT_ID": "longdoc",
+        "LONGDOC_OIDC_CLIENT_SECRET_FILE": str(secret),
+        "LONGDOC_OIDC_REDIRECT_URI": "https://longdoc.firm.test/oauth2callback",
+        "LONGDOC_OIDC_PROVIDER_NAME": "Keycloak",
+        "LONGDOC_OIDC_USER_CLAIM": "preferred_username",
+        "LONGDOC_OIDC_AUTO_CREATE_ROLE": "viewer",
+    }
+    assert set(shell) == set(passed)
+    for name, value in passed.items():
+        monkeypatch.setenv(name, _as_compose_passes(value, shell))
+    on = Settings()
+    assert on.is_oidc_enabled and on.oidc_secret() == "s3cret"
+    assert on.oidc_redirect_uri == shell["LONGDOC_OIDC_REDIRECT_URI"]
+    assert (on.oidc_provider_name, on.oidc_user_claim, on.oidc_auto_create_role) == (
+        "Keycloak",
+        "preferred_username",
+        "viewer",
+    )
 
 
 LONG_RUNNING = ("worker-gpu", "worker-ingest", "beat", "ui")
