@@ -132,6 +132,9 @@ class Settings(BaseSettings):
     kv_disk_tier_enabled: bool = True
     kv_disk_tier_dir: Path = Field(default=Path(), description="Default: <data_dir>/kv_cache")
     kv_disk_tier_bytes: int = Field(default=20 * 1024 * MIB, gt=0)
+    # A worker that missed a delete's broadcast drops the document's KV at its next task, or
+    # within this many seconds when idle (worker/model/kv_control.py).
+    kv_forget_sweep_s: float = Field(default=60.0, gt=0)
     # The model worker runs tasks in threads that share one engine: this many at once, of
     # which at most model_batch_slots are summaries (the rest stay free for questions).
     model_worker_concurrency: int = Field(default=8, ge=2)

@@ -71,9 +71,13 @@ def _model(settings: Any, priority: int, job_id: int | None = None) -> Any:
     job_id (questions: people come back to a document with more), the KV of its document's
     prompts is kept in the engine's lower tiers under the document's tag (engine/kv_tiers/);
     summaries and key facts are read once, and would only crowd the tiers. The KV of documents
-    deleted since this process served them goes first (worker/model/kv_control.py)."""
+    deleted since this process served them goes first, and from then on a timer drops it in an idle
+    process too (worker/model/kv_control.py)."""
     with resources.sessions()() as session:
         kv_control.forget_deleted_documents(session=session)
+    kv_control.start_forget_sweeper(
+        interval_s=settings.kv_forget_sweep_s, sessions=resources.sessions()
+    )
     return engine_holder.get_chat_model(
         settings,
         priority=priority,

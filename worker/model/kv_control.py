@@ -11,12 +11,17 @@ Commands run in the worker's main process, where the threads pool's (and solo's)
 a prefork model worker's engine is in its pool child and is not reached by them. So each model
 task first drops the KV of the documents its process served that no longer exist
 (forget_deleted_documents): that catches a prefork child, and a worker that missed the
-broadcast (the broker was down when the document was deleted), at its next task.
+broadcast (the broker was down when the document was deleted), at its next task. A worker that
+gets no task does the same on a timer (start_forget_sweeper, every kv_forget_sweep_s seconds), so
+a deleted document's KV leaves an idle worker's memory too, within that time.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from celery.worker.control import control_command, inspect_command
@@ -59,3 +64,57 @@ def forget_deleted_documents(*, session: Session) -> list[int]:
     if gone:
         logger.info("KV of deleted documents %s dropped from this worker's engine", gone)
     return gone
+
+
+_sweeper_lock = threading.Lock()
+_sweeper: tuple[int, threading.Thread, threading.Event] | None = None  # (pid, thread, stop)
+
+
+def start_forget_sweeper(*, interval_s: float, sessions: Callable[[], Session]) -> bool:
+    """Run forget_deleted_documents every interval_s seconds in a daemon thread of this process
+    (once per process: a pool child starts its own; True when this call started it). It reads
+    the database only while the engine holds some document's KV; a failed read (the database
+    away) is logged and tried again at the next tick."""
+    global _sweeper
+    with _sweeper_lock:
+        if _sweeper is not None and _sweeper[0] == os.getpid() and _sweeper[1].is_alive():
+            return False
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=_sweep, args=(interval_s, sessions, stop), name="kv-forget-sweeper", daemon=True
+        )
+        _sweeper = (os.getpid(), thread, stop)
+        thread.start()
+        return True
+
+
+def stop_forget_sweeper(timeout_s: float = 10.0) -> None:
+    """Stop this process's sweeper (tests; a worker's daemon thread ends with the process)."""
+    global _sweeper
+    with _sweeper_lock:
+        sweeper, _sweeper = _sweeper, None
+    if sweeper is not None and sweeper[0] == os.getpid():
+        sweeper[2].set()
+        sweeper[1].join(timeout_s)
+
+
+def _sweep(interval_s: float, sessions: Callable[[], Session], stop: threading.Event) -> None:
+    failures = 0
+    while not stop.wait(interval_s):
+        if not engine_holder.served_documents():
+            continue
+        try:
+            with sessions() as session:
+                forget_deleted_documents(session=session)
+            if failures:
+                logger.info("KV sweep: the database answers again after %d failed tries", failures)
+            failures = 0
+        except Exception as error:  # never let the thread die: the next tick tries again
+            failures += 1
+            if failures == 1:
+                logger.warning(
+                    "KV sweep: could not read which documents were deleted (%s); trying again "
+                    "every %.0f s",
+                    type(error).__name__,
+                    interval_s,
+                )

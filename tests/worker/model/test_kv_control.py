@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from app.db.session import session_factory
 from app.services import documents
 from app.settings import Settings
 from tests.app.new_documents import new_document
@@ -52,6 +53,52 @@ def test_the_kv_of_documents_deleted_meanwhile_is_dropped_before_a_task(session,
         # The two prompts share no full block: half were the deleted document's.
         assert _cpu_blocks() == before // 2 > 0
     finally:
+        loop = engine_holder.get_engine_loop(settings)
+        loop.close()
+        loop.engine.close()
+        engine_holder.reset()
+
+
+def test_an_idle_worker_drops_a_deleted_documents_kv_on_its_timer(db_engine, tmp_path) -> None:
+    """No task comes after the delete (and no broadcast reached the worker): the sweeper's timer
+    drops the document's KV by itself, and keeps the other document's."""
+    save_tiny_model(tmp_path / "model", "llama")
+    settings = Settings(
+        _env_file=None,
+        data_dir=tmp_path / "data",
+        model=str(tmp_path / "model"),
+        engine_device="cpu",
+        engine_attention_backend="sdpa",
+        engine_max_kv_cache_bytes=4 << 20,
+        kv_disk_tier_enabled=False,
+        kv_cpu_tier_bytes=1 << 20,
+    )
+    sessions = session_factory(db_engine)
+    with sessions() as session:
+        gone = documents.store_document(session=session, new=new_document("sweep-gone")).id
+        kept = documents.store_document(session=session, new=new_document("sweep-kept")).id
+        session.commit()
+    try:
+        for document_id, text in ((gone, "c" * 200), (kept, "d" * 200)):
+            model = engine_holder.get_chat_model(settings, document_id=document_id)
+            model.complete([{"role": "user", "content": text}], max_new_tokens=2)
+        before = _cpu_blocks()
+        assert kv_control.start_forget_sweeper(interval_s=0.05, sessions=sessions)
+        assert not kv_control.start_forget_sweeper(interval_s=0.05, sessions=sessions)
+        time.sleep(0.2)  # a few ticks with nothing deleted: nothing dropped
+        assert engine_holder.served_documents() == sorted([gone, kept])
+        assert _cpu_blocks() == before
+        with sessions() as session:
+            documents.delete_document(session=session, document_id=gone, files_dir=tmp_path)
+            session.commit()
+
+        deadline = time.monotonic() + WAIT_S
+        while _cpu_blocks() == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine_holder.served_documents() == [kept]
+        assert _cpu_blocks() == before // 2 > 0
+    finally:
+        kv_control.stop_forget_sweeper()
         loop = engine_holder.get_engine_loop(settings)
         loop.close()
         loop.engine.close()
