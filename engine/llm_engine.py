@@ -6,8 +6,9 @@ their inputs, computes them in one forward pass and samples the next ids on the 
 (ModelRunner.launch), and the sampled tokens go to their requests (Request.take_token), whose
 text is made last (Request.process_text). engine/step_pipeline.py schedules and launches each
 step before it reads the previous one's tokens back; the engine owns the requests (each step is
-given them to read) and makes their text. `add_request`, `step` and `abort` are the serving API;
-`generate_many` and `generate` are loops over step(). Not thread-safe: one thread drives an
+given them to read) and makes their text, through its RequestBook (engine/request_book.py:
+admitting, aborting and collecting requests). `add_request`, `step` and `abort` are the serving
+API; `generate_many` and `generate` are loops over step(). Not thread-safe: one thread drives an
 engine (engine/engine_loop.py serves other threads).
 """
 
@@ -22,27 +23,15 @@ from functools import partial
 import torch
 
 from engine.config import EngineConfig
-from engine.detokenizer import IncrementalDetokenizer, StopStrings
-from engine.device_memory import peak_bytes, reset_peak
-from engine.errors import EngineError, PromptTooLongError, UnsupportedModelError
+from engine.errors import EngineError
 from engine.kv_tiers import TierCounters, check_tag
 from engine.loader import resolve_checkpoint
-from engine.loop_detector import LoopDetector
-from engine.models import ModelArgs
 from engine.oom_policies import on_out_of_memory
 from engine.placement import CPU, MAIN, Placement, build_placement, resolve_device, resolve_dtype
-from engine.request import (
-    FINISH_ABORT,
-    GenerationResult,
-    ProgressCallback,
-    Request,
-    TokenCallback,
-    monotonic,
-)
-from engine.sampler import make_generator
+from engine.request import GenerationResult, ProgressCallback, Request, TokenCallback
+from engine.request_book import RequestBook, max_model_len
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
-from engine.stats import RequestStats
 from engine.step_pipeline import FaultInjector, StepPipeline
 from engine.tokenizer import ChatTokenizer
 
@@ -83,14 +72,20 @@ class LLMEngine:
         self.model_args = self._main.runner.model.args
         self.model_shape = self._main.shape
         self.attention_backend = self._main.runner.backend.name
-        self.max_model_len = _max_model_len(config.max_model_len, self.model_args)
+        self.max_model_len = max_model_len(config.max_model_len, self.model_args)
         self._cpu_placement: Placement | None = None
-        self._requests: dict[int, Request] = {}
-        # Read by the pipelines (tokens taken, or ended), text not yet made; the engine's own.
-        self._text_pending: list[Request] = []
+        self._book = RequestBook(
+            main=self._main,
+            chat_tokenizer=self.chat_tokenizer,
+            model_args=self.model_args,
+            max_model_len=self.max_model_len,
+            attention_backend=self.attention_backend,
+            device=self.device,
+            seed=config.seed,
+        )
+        self._requests: dict[int, Request] = self._book.requests  # the same dict, never replaced
         self._pipelines: dict[str, StepPipeline] = {}
         self._add_pipeline(self._main)
-        self._next_request_id = 0
 
     # ---- tokens ---------------------------------------------------------------------------
 
@@ -118,7 +113,9 @@ class LLMEngine:
         """Queue a request; its tokens come from later step() calls. Returns its id. cache_tag:
         the document its prompt belongs to; only tagged prompts' blocks go to the lower KV
         tiers, and forget_cache_tag(tag) removes them from every tier."""
-        request = self._add(prompt_token_ids, params, priority, on_token, on_progress, cache_tag)
+        request = self._book.add(
+            prompt_token_ids, params, priority, on_token, on_progress, cache_tag
+        )
         return request.request_id
 
     def step(self) -> list[GenerationResult]:
@@ -133,7 +130,7 @@ class LLMEngine:
         other threads."""
         for pipeline in self._pipelines_with_work():
             # schedule -> run -> sampled ids to their requests
-            self._text_pending += pipeline.step(self._requests)
+            self._book.text_pending += pipeline.step(self._requests)
         return self._postprocess()  # text, stop strings, loops, callbacks; the results
 
     # ---- lower KV tiers (engine/kv_tiers/) ------------------------------------------------
@@ -195,12 +192,7 @@ class LLMEngine:
 
     def abort(self, request_id: int) -> GenerationResult | None:
         """Stop a request wherever it is and free its blocks; None when it is unknown."""
-        request = self._requests.pop(request_id, None)
-        if request is None:
-            return None
-        request.placement.scheduler.abort(request_id)
-        request.finish_reason = request.finish_reason or FINISH_ABORT
-        return request.result()
+        return self._book.abort(request_id)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self._requests)
@@ -275,7 +267,9 @@ class LLMEngine:
     ) -> torch.Tensor:
         """fp32 logits of the last position [V], or with all_positions of every position
         computed (not reused from the prefix cache) [N, V]. For tests and benchmarks."""
-        request = self._add(prompt_token_ids, SamplingParams(max_new_tokens=1), 0, None, None, None)
+        request = self._book.add(
+            prompt_token_ids, SamplingParams(max_new_tokens=1), 0, None, None, None
+        )
         request.prefill_only, request.all_logits = True, all_positions
         request.seq.max_chunk_tokens = chunk_size
         try:
@@ -287,79 +281,6 @@ class LLMEngine:
         return torch.cat(request.logits) if all_positions else request.logits[-1][-1]
 
     # ---- internals ------------------------------------------------------------------------
-
-    def _add(
-        self,
-        prompt_token_ids: SequenceOf[int],
-        params: SamplingParams,
-        priority: int,
-        on_token: TokenCallback | None,
-        on_progress: ProgressCallback | None,
-        cache_tag: str | None,
-    ) -> Request:
-        prompt = self._checked_prompt(prompt_token_ids)
-        if cache_tag is not None:
-            check_tag(cache_tag)
-        request_id = self._next_request_id
-        self._next_request_id += 1
-        seq = Sequence(request_id, prompt, len(prompt), priority=priority, cache_tag=cache_tag)
-        stats = RequestStats(
-            num_prompt_tokens=len(prompt),
-            attention_backend=self.attention_backend,
-            device=str(self.device),
-            request_id=request_id,
-        )
-        request = Request(
-            seq=seq,
-            params=params,
-            stats=stats,
-            generator=make_generator(params, self.config.seed),
-            detokenizer=IncrementalDetokenizer(self.tokenizer),
-            stop_strings=StopStrings(params.stop_strings),
-            loop_detector=LoopDetector.from_params(params) if params.stop_on_loop else None,
-            stop_token_ids=frozenset(params.stop_token_ids)
-            | (frozenset() if params.ignore_eos else self.chat_tokenizer.eos_token_ids),
-            max_new_tokens=min(params.max_new_tokens, self.max_model_len - len(prompt)),
-            on_token=on_token,
-            on_progress=on_progress,
-            placement=self._main,
-        )
-        seq.max_completion_tokens = request.max_new_tokens
-        if not self._requests:
-            reset_peak(self.device)
-        seq.arrival_time = monotonic()
-        self._requests[request_id] = request
-        self._main.scheduler.add(seq)
-        return request
-
-    def _checked_prompt(self, prompt_token_ids: SequenceOf[int]) -> list[int]:
-        prompt = [int(t) for t in prompt_token_ids]
-        if not prompt:
-            raise EngineError("The prompt is empty: give at least one token.")
-        if min(prompt) < 0 or max(prompt) >= self.model_args.vocab_size:
-            raise EngineError(
-                f"The prompt holds token ids outside the model's vocabulary "
-                f"(0 to {self.model_args.vocab_size - 1})."
-            )
-        if len(prompt) >= self.max_model_len:
-            window = self.model_args.ignored_sliding_window
-            why = (
-                " (its sliding attention window, which the engine does not apply beyond)"
-                if window is not None and window <= self.max_model_len
-                else ""
-            )
-            raise PromptTooLongError(
-                f"The prompt has {len(prompt)} tokens; the model takes at most "
-                f"{self.max_model_len}{why} including the answer."
-            )
-        blocks = self._main.blocks
-        if blocks.num_blocks_for(len(prompt) + 1) > blocks.num_blocks:
-            raise PromptTooLongError(
-                f"The prompt has {len(prompt)} tokens but the KV cache holds "
-                f"{blocks.num_blocks * blocks.block_size}; give the engine more memory "
-                "(max_kv_cache_bytes) or shorten the document."
-            )
-        return prompt
 
     def _run_until_done(self, request_ids: list[int]) -> list[GenerationResult]:
         pending = set(request_ids)
@@ -393,36 +314,11 @@ class LLMEngine:
 
     def _process_text(self) -> list[GenerationResult]:
         """Text of the tokens taken so far; the results of the requests that are done."""
-        finished: list[GenerationResult] = []
-        interrupt: BaseException | None = None
-        pending, self._text_pending = self._text_pending, []
-        for request in pending:
-            if self._requests.get(request.request_id) is not request:
-                continue  # aborted since it was read, or already done (read twice)
-            was_finished = request.is_finished
-            try:
-                request.process_text()
-            except BaseException as exc:  # the token callback
-                request.error, request.finish_reason = exc, FINISH_ABORT
-                if not isinstance(exc, Exception):
-                    interrupt = exc
-            if not request.is_finished:
-                continue
-            if not was_finished:  # ended by a stop string or a loop: still scheduled
-                request.placement.scheduler.abort(request.request_id)
-                request.stats.peak_memory_bytes = peak_bytes(request.placement.device)
-            finished.append(request.result())
-            del self._requests[request.request_id]
-        if interrupt is not None:
-            raise interrupt
-        return finished
+        return self._book.process_text()
 
     def _collect_failed(self) -> list[GenerationResult]:
         """Requests that an out-of-memory policy failed (they are out of every scheduler)."""
-        failed = [r for r in self._requests.values() if r.error is not None and r.is_finished]
-        for request in failed:
-            del self._requests[request.request_id]
-        return [request.result() for request in failed]
+        return self._book.collect_failed()
 
     def cpu_placement(self) -> Placement:
         """A CPU copy of the model for oom_policy 'cpu', loaded on first use (fp32)."""
@@ -454,15 +350,3 @@ class LLMEngine:
 
 def _indexed(on_token: Callable[[int, int, str], None], index: int) -> TokenCallback:
     return lambda token_id, delta: on_token(index, token_id, delta)
-
-
-def _max_model_len(configured: int | None, args: ModelArgs) -> int:
-    """The configured context, or the model's; never beyond a sliding window we do not apply."""
-    window = args.ignored_sliding_window
-    if configured is not None and window is not None and configured > window:
-        raise UnsupportedModelError(
-            f"The model attends within a sliding window of {window} tokens, which the engine "
-            f"does not implement: it runs this model up to {window} tokens, not the configured "
-            f"max_model_len of {configured}."
-        )
-    return configured or args.max_context

@@ -3,9 +3,9 @@
 A document's kind is stored with it, named at upload or guessed (pipelines/ingest/classify.py). Its
 sub-kind, the genre inside the kind, is guessed from its words whenever it is needed: it picks
 the key-fact schema (pipelines/facts/fields.py) and, for a legal document, the summary template
-(pipelines/prompts/templates.py), so the two always agree. app/db/models.py's DocumentKind names the same
-kinds for the database (app and the pipelines import nothing of each other);
-tests/worker/jobs/test_document_inputs.py keeps the two equal.
+(pipelines/prompts/templates.py), so the two always agree. app/db/models/documents.py's
+DocumentKind names the same kinds for the database (app and the pipelines import nothing of each
+other); tests/worker/jobs/test_document_inputs.py keeps the two equal.
 """
 
 from __future__ import annotations

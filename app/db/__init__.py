@@ -1,1 +1,1 @@
-"""The database: typed models (models.py) and engine/session construction (session.py)."""
+"""The database: typed models (the models/ package, one module per area) and engine/session construction (session.py)."""

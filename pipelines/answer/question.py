@@ -43,37 +43,29 @@ citation remains, which a small model often does, we cite for it and say so in
   found ..." (support "no_answer"), cites nothing, and quotes the sentences closest to the
   question (pipelines.answer.from_facts).
 - "none": full-document mode and nothing matched (or no answer at all): no page is cited.
+
+The citing is pipelines.answer.citing, a stored fact's answer pipelines.answer.fact_results, and
+AnswerResult pipelines.answer.result (re-exported here).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from pipelines.answer.asked import asked_kind, holding_first
-from pipelines.answer.assess import (
-    PARTLY_SUPPORTED,
-    QUOTED,
-    SUPPORTED,
-    answer_by_quotes,
-    assess,
-    settling_first,
+from pipelines.answer.assess import PARTLY_SUPPORTED, SUPPORTED, settling_first
+from pipelines.answer.check import FALLBACK_STATUSES, judge_answer
+from pipelines.answer.citing import MAX_MATCHED_PASSAGES as MAX_MATCHED_PASSAGES
+from pipelines.answer.citing import cite_checked, cite_model, cite_quoted, pages_of
+from pipelines.answer.fact_results import (
+    checked_fact,
+    fact_completed_by_quotes,
+    not_found_from_fact,
 )
-from pipelines.answer.check import (
-    FALLBACK_STATUSES,
-    NO_ANSWER,
-    UNSUPPORTED,
-    Verdict,
-    judge_answer,
-    quoted_answer,
-    verdict_from_quotes,
-)
-from pipelines.answer.cited_pages import checked_citations
-from pipelines.answer.from_facts import FactAnswer, KnownFact, fact_answer, not_found_text
+from pipelines.answer.from_facts import KnownFact, fact_answer
+from pipelines.answer.result import AnswerResult, support_notes
 from pipelines.answer.role_search import role_quotes
-from pipelines.citations import citation_line, keep_pages, parse_citations
 from pipelines.documents import Passage
 from pipelines.errors import ContextTooSmallError
 from pipelines.inputs import DocumentInput
@@ -88,29 +80,11 @@ from pipelines.sections import passage_cost
 
 logger = logging.getLogger(__name__)
 
-# When we cite for the model: at most this many best-matching passages.
-MAX_MATCHED_PASSAGES = 2
 # Quotes given to the model and kept with the answer (more may be added by the check).
 NUM_QUOTES = 3
 # The quotes are the best NUM_QUOTES of this many times as many sentences, those that state
 # what the question asks for first.
 CANDIDATE_QUOTES_FACTOR = 3
-
-
-@dataclass(frozen=True)
-class AnswerResult:
-    text: str
-    method: str  # "full_document" | "retrieval"
-    cited_pages: list[int]
-    used_passage_ordinals: list[int]
-    stats: dict[str, Any]
-    citation_source: str = "model"  # "model" | "checked" | "matched" | "prompt" | "quote" | "none"
-    quotes: list[Evidence] = field(default_factory=list)
-    # pipelines.answer.check: "supported" | "partly_supported" | "unsupported" | "quoted" |
-    # "no_answer" ("unchecked" only on answers saved before the meaning check)
-    support: str = "unchecked"
-    model_text: str | None = None  # the model's own answer, when the best quote replaced it
-    unsupported_claims: list[str] = field(default_factory=list)
 
 
 def answer_question(
@@ -153,7 +127,7 @@ def answer_question(
     # and the decision date) stands unless the model's answer, checked, settles all of it.
     partly_by_fact: AnswerResult | None = None
     if from_fact is not None and from_fact.found:
-        checked = _checked_fact(question, from_fact, sentences)
+        checked = checked_fact(question, from_fact, sentences)
         if checked is not None and checked.support != PARTLY_SUPPORTED:
             return checked
         partly_by_fact = checked
@@ -174,9 +148,9 @@ def answer_question(
         rest = [q for q in quotes if (q.start_char, q.end_char) not in taken]
         quotes = found + rest[: max(num_quotes - len(found), 1)]
     if from_fact is not None and not from_fact.found:
-        return _not_found_from_fact(from_fact, quotes, question)
+        return not_found_from_fact(from_fact, quotes, question)
     if partly_by_fact is not None:
-        completed = _fact_completed_by_quotes(question, partly_by_fact, quotes, sentences)
+        completed = fact_completed_by_quotes(question, partly_by_fact, quotes, sentences)
         if completed is not None:
             return completed
     messages = quoted_question_messages(
@@ -189,7 +163,7 @@ def answer_question(
     else:
         method = "retrieval"
         retrieved, messages = _retrieve(document, question, quotes, model, ranked, max_new_tokens)
-        allowed = {page for passage in retrieved for page in _pages_of(passage)}
+        allowed = {page for passage in retrieved for page in pages_of(passage)}
     # A list of independent prompts, run one by one: ChatModel.complete_many can take it whole.
     prompts = [messages]
     outputs = [
@@ -212,11 +186,11 @@ def answer_question(
     )
     stats = calls.stats()
     if verdict.by_quote or verdict.status in FALLBACK_STATUSES:
-        text, cited, used, source, num_invalid = _quoted(verdict, retrieved)
+        text, cited, used, source, num_invalid = cite_quoted(verdict, retrieved)
     elif verdict.support_pages:
-        text, cited, used, source, num_invalid = _checked(verdict, allowed, retrieved)
+        text, cited, used, source, num_invalid = cite_checked(verdict, allowed, retrieved)
     else:
-        text, cited, used, source, num_invalid = _cited(
+        text, cited, used, source, num_invalid = cite_model(
             document, question, verdict.text, allowed, retrieved, ranker
         )
     stats["num_invalid_citations"] = num_invalid
@@ -228,7 +202,7 @@ def answer_question(
         "num_unsupported_claims": len(verdict.unsupported_claims),
         "answer_loop_cut": verdict.loop_cut,
         "num_prompt_sentences_dropped": verdict.num_prompt_sentences_dropped,
-    } | _support_notes(verdict.missing, verdict.reason)
+    } | support_notes(verdict.missing, verdict.reason)
     if partly_by_fact is not None and verdict.status != SUPPORTED:
         logger.info(
             "answer done: method=key_fact (partly; the model's answer was %s)", verdict.status
@@ -250,188 +224,6 @@ def answer_question(
         model_text=verdict.model_text,
         unsupported_claims=verdict.unsupported_claims,
     )
-
-
-def _support_notes(missing: str, reason: str) -> dict[str, str]:
-    """What a partly supported answer lacks, and why the model's text was set apart: stored in
-    the answer's stats (app.services.answer_labels reads them)."""
-    notes = {"support_missing": missing, "support_reason": reason}
-    return {key: value for key, value in notes.items() if value}
-
-
-def _checked_fact(
-    question: str, answer: FactAnswer, sentences: DocumentSentences
-) -> AnswerResult | None:
-    """The stored fact as the answer, if it answers the question as the support check reads
-    it (supported, or partly: "Parties: A v. B" for "who are the parties and what did the court
-    decide"); None when it does not (a placeholder stored as a court's name, a court for a
-    question about the holding): then the question is answered as if no fact matched."""
-    verdict = assess(question, answer.text, answer.quotes, document=sentences.text)
-    if verdict.status in (UNSUPPORTED, QUOTED):
-        logger.info("key fact set aside: field=%s support=%s", answer.fact.field, verdict.status)
-        return None
-    quotes = answer.quotes
-    stats = {
-        "support": verdict.status,
-        "key_fact": answer.fact.field,
-        "key_fact_similarity": round(answer.similarity, 3),
-        "num_quotes": len(quotes),
-        "num_calls": 0,
-    } | _support_notes(verdict.note, "")
-    logger.info("answer done: method=key_fact quotes=%d", len(quotes))
-    return AnswerResult(
-        text=answer.text,
-        method="key_fact",
-        cited_pages=sorted({quote.page for quote in quotes}),
-        used_passage_ordinals=sorted({quote.passage_ordinal for quote in quotes}),
-        stats=stats,
-        citation_source="fact",
-        quotes=quotes,
-        support=verdict.status,
-    )
-
-
-def _fact_completed_by_quotes(
-    question: str, by_fact: AnswerResult, quotes: Sequence[Evidence], sentences: DocumentSentences
-) -> AnswerResult | None:
-    """A fact that settles part of the question, with the quotes that settle the rest: "Date:
-    June 13, 2013" and the syllabus's "Argued April 23, 2013" for "when was it argued, and when
-    decided?". Only when the two together settle every part (the support check reads them as
-    one answer); None otherwise, and the fact stands alone as partly supported."""
-    taken = {(q.start_char, q.end_char) for q in by_fact.quotes}
-    # The fact's own quote may say the rest ("Argued April 23, 2013—Decided June 13, 2013").
-    read = list(by_fact.quotes) + [q for q in quotes if (q.start_char, q.end_char) not in taken]
-    by_quotes = answer_by_quotes(question, read)
-    if by_quotes is None:
-        return None
-    chosen = [read[i] for i in by_quotes.quotes]
-    text = "\n".join([by_fact.text, *(quoted_answer(quote) for quote in chosen)])
-    together = list(by_fact.quotes) + [q for q in chosen if q not in by_fact.quotes]
-    # Read as the fact and the quotes' own words (their "quoted from p. N" labels are no claim).
-    said = "\n".join([by_fact.text, *(f"“{quote.text}”" for quote in chosen)])
-    verdict = assess(question, said, together, document=sentences.text)
-    if verdict.status != SUPPORTED:
-        return None
-    logger.info("answer done: method=key_fact completed by quotes=%d", len(chosen))
-    stats = {key: value for key, value in by_fact.stats.items() if not key.startswith("support")}
-    return AnswerResult(
-        text=text,
-        method="key_fact",
-        cited_pages=sorted({quote.page for quote in together}),
-        used_passage_ordinals=sorted({quote.passage_ordinal for quote in together}),
-        stats=stats | {"support": SUPPORTED, "num_quotes": len(together)},
-        citation_source="fact",
-        quotes=together,
-        support=SUPPORTED,
-    )
-
-
-def _not_found_from_fact(answer: FactAnswer, quotes: list[Evidence], question: str) -> AnswerResult:
-    """The facts job found no value for the field the question asks: say so, with the closest
-    quotes (a redacted clause shows here), citing nothing, as the answer claims nothing.
-    Unless a quote states what the question asks in its role: then that quote is the answer
-    ("not found" is only for when nothing that answers was found)."""
-    by_quotes = verdict_from_quotes(question, quotes)
-    if by_quotes is not None:
-        text, cited, used, _, _ = _quoted(by_quotes, None)
-        stats = {
-            "support": by_quotes.status,
-            "key_fact": answer.fact.field,
-            "key_fact_missing": True,
-            "num_quotes": len(by_quotes.quotes),
-            "num_calls": 0,
-        } | _support_notes(by_quotes.missing, "")
-        return AnswerResult(
-            text=text,
-            method="key_fact",
-            cited_pages=cited,
-            used_passage_ordinals=used,
-            stats=stats,
-            citation_source="quote",
-            quotes=by_quotes.quotes,
-            support=by_quotes.status,
-        )
-    stats = {
-        "support": NO_ANSWER,
-        "key_fact": answer.fact.field,
-        "key_fact_similarity": round(answer.similarity, 3),
-        "key_fact_missing": True,
-        "num_quotes": len(quotes),
-        "num_calls": 0,
-    }
-    logger.info("answer done: method=key_fact missing quotes=%d", len(quotes))
-    return AnswerResult(
-        text=not_found_text(answer.fact.label, num_quotes=len(quotes)),
-        method="key_fact",
-        cited_pages=[],
-        used_passage_ordinals=sorted({quote.passage_ordinal for quote in quotes}),
-        stats=stats,
-        citation_source="fact",
-        quotes=quotes,
-        support=NO_ANSWER,
-    )
-
-
-def _quoted(
-    verdict: Verdict, retrieved: list[Passage] | None
-) -> tuple[str, list[int], list[int], str, int]:
-    """Quotes stand as the answer: their pages are the citations, their passages the ones used
-    (the best quote's, or those of the quotes that answer: Verdict.support_pages)."""
-    if not verdict.quotes or not verdict.by_quote:
-        return verdict.text, [], [], "none", 0
-    pages = list(verdict.support_pages) or [verdict.quotes[0].page]
-    shown = [q for q in verdict.quotes if q.page in pages][: max(1, len(pages))]
-    return verdict.text, sorted(pages), sorted({q.passage_ordinal for q in shown}), "quote", 0
-
-
-def _checked(
-    verdict: Verdict, allowed: set[int], retrieved: list[Passage] | None
-) -> tuple[str, list[int], list[int], str, int]:
-    """The model's answer, its citations checked against the pages of the quotes it rests on
-    (pipelines.answer.cited_pages): a page that does not hold them is dropped, and their
-    pages are cited when none of the model's remains."""
-    support = [page for page in verdict.support_pages if page in allowed] or list(
-        verdict.support_pages
-    )
-    text, cited, num_dropped, by_model = checked_citations(verdict.text, support)
-    used_quotes = [q for q in verdict.quotes if q.page in set(cited)]
-    used = (
-        sorted(p.ordinal for p in retrieved)
-        if retrieved is not None
-        else sorted({q.passage_ordinal for q in used_quotes})
-    )
-    return text, cited, used, "model" if by_model else "checked", num_dropped
-
-
-def _cited(
-    document: DocumentInput,
-    question: str,
-    text: str,
-    allowed: set[int],
-    retrieved: list[Passage] | None,
-    ranker: PassageRanker,
-) -> tuple[str, list[int], list[int], str, int]:
-    """The model's answer with its valid citations, or ours when it gave none (module doc)."""
-    parsed = parse_citations(text)
-    cited = keep_pages(parsed, allowed)
-    num_invalid = len(parsed) - len(cited)
-    source = "model"
-    if cited:
-        used = retrieved if retrieved is not None else _on_pages(document.passages, cited)
-    else:
-        candidates = retrieved if retrieved is not None else list(document.passages)
-        matched = _best_matching(ranker, candidates, question, text)
-        if matched:
-            source, picked = "matched", matched
-        elif retrieved is not None:
-            source, picked = "prompt", retrieved
-        else:
-            source, picked = "none", []
-        used = retrieved if retrieved is not None else picked
-        cited = sorted({page for passage in picked for page in _pages_of(passage)})
-        if cited:
-            text = f"{text}\n\n{citation_line(cited)}"
-    return text, cited, sorted(passage.ordinal for passage in used), source, num_invalid
 
 
 def _retrieve(
@@ -466,30 +258,3 @@ def _retrieve(
         f"The model's context of {model.max_context_tokens} tokens cannot hold even one passage "
         "of this document with the question and room for the answer."
     )
-
-
-def _pages_of(passage: Passage) -> range:
-    return range(passage.first_page, passage.last_page + 1)
-
-
-def _on_pages(passages: Sequence[Passage], pages: Sequence[int]) -> list[Passage]:
-    wanted = set(pages)
-    return [p for p in passages if any(page in wanted for page in _pages_of(p))]
-
-
-def _best_matching(
-    ranker: PassageRanker, candidates: Sequence[Passage], question: str, answer: str
-) -> list[Passage]:
-    """Up to MAX_MATCHED_PASSAGES of `candidates` matching question and answer, best first."""
-    if not answer or not candidates:
-        return []
-    allowed = {passage.ordinal for passage in candidates}
-    best = []
-    for passage, score in ranker.rank(f"{question}\n{answer}"):
-        if score <= 0:
-            break
-        if passage.ordinal in allowed:
-            best.append(passage)
-            if len(best) == MAX_MATCHED_PASSAGES:
-                break
-    return best

@@ -14,7 +14,7 @@ from ui import context as ctx
 from ui.components.job_status import JobView, progress_line
 
 POLL_S = 1.0
-# "auto" and each of the stored kinds (app/db/models.py), labelled for a person.
+# "auto" and each of the stored kinds (app/db/models/documents.py), labelled for a person.
 KINDS = {"auto": "Detect automatically"} | {kind.value: kind.value.title() for kind in DocumentKind}
 MIB = 1024 * 1024
 

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Job, JobKind
 from app.display import typed_text
 from app.services import results
-from pipelines.answer.question import AnswerResult, answer_question
+from pipelines.answer.question import answer_question
+from pipelines.answer.result import AnswerResult
 from pipelines.protocols import Embedder
 from pipelines.retrieval.hybrid import index_for
 from worker.jobs import collection, job_run

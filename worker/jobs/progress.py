@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.services import jobs
-from pipelines.summary.summarize import WritingProgress
+from pipelines.summary.writing import WritingProgress
 
 # A job's progress row is committed at most this often (a 2,000-page summary reports thousands
 # of steps, and on SQLite each commit takes the one write lock every job and upload shares),
