@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from pipelines.facts.prompts import ANSWER_SCHEMA, field_messages
 from pipelines.facts.reading import answer_from_reply
 from pipelines.retrieval.evidence import Evidence
 from tests.worker import celery_support
-from tests.worker.model.model_server_stub import closed_port
+from tests.worker.model.real_server import free_port, real_server
 from worker.model.openai_client import OpenAIChatModel
 from worker.model.server_api import ModelServerError, ServerConfig
 from worker.model.structured_output import AUTO, LLAMACPP
@@ -42,7 +41,6 @@ from worker.model.structured_output import AUTO, LLAMACPP
 pytestmark = pytest.mark.slow
 DEFAULT_PYTHON = Path("/work/llamacpp-venv/bin/python")
 DEFAULT_LLAMA_SERVER = Path("/work/llama.cpp-src/build/bin/llama-server")
-STARTUP_TIMEOUT_S = 60.0
 N_CTX = 2048
 # The setting where the server gives no context length: not N_CTX, to tell them apart.
 SETTING_CONTEXT = 1536
@@ -94,7 +92,7 @@ def served(
 ) -> Iterator[Served]:
     """The server of the param on a free port, stopped at the end."""
     gguf = str(celery_support.default_gguf())
-    port = closed_port()
+    port = free_port()
     if request.param == LLAMA_CPP_PYTHON:
         command = [
             _llamacpp_python(), "-m", "llama_cpp.server", "--model", gguf,
@@ -108,30 +106,8 @@ def served(
         ]  # fmt: skip
         expected = ("llamacpp", True, True)
     log_path = tmp_path_factory.mktemp("llamacpp") / f"{request.param}.log"
-    base_url = f"http://127.0.0.1:{port}/v1"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            while True:
-                if server.poll() is not None:
-                    pytest.fail(f"{request.param} exited ({server.returncode}); see {log_path}")
-                try:
-                    if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{request.param} did not start; see {log_path}")
-                time.sleep(0.25)
-            yield Served(request.param, base_url, *expected)
-        finally:
-            server.terminate()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+    with real_server(request.param, command, port=port, log_path=log_path) as server:
+        yield Served(request.param, f"{server.url}/v1", *expected)
 
 
 def _model(base_url: str, **config) -> OpenAIChatModel:

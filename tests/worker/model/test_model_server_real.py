@@ -6,13 +6,10 @@ collection question run through the worker's job code with LONGDOC_LLM_BASE_URL 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -24,7 +21,7 @@ from engine.gguf_convert import convert_gguf
 from tests.pipelines import pdf_factory
 from tests.pipelines.facts_documents import CONTRACT_PAGES
 from tests.worker import celery_support
-from tests.worker.model.model_server_stub import closed_port
+from tests.worker.model.real_server import free_port, real_server
 from worker.ingest.store import IngestOptions
 from worker.jobs import answer as answer_run
 from worker.jobs import collection as runner_collection
@@ -37,7 +34,6 @@ from worker.model.adapter import PRIORITY_BATCH, PRIORITY_INTERACTIVE
 
 pytest.importorskip("fastapi", reason="transformers serve needs FastAPI (the dev extra has it)")
 pytestmark = pytest.mark.slow
-STARTUP_TIMEOUT_S = 180.0
 MAX_NEW_TOKENS = 12
 
 
@@ -45,37 +41,22 @@ MAX_NEW_TOKENS = 12
 def served(converted_model_cache: Path) -> Iterator[tuple[str, str]]:
     """(base URL, model name) of `transformers serve` on a free port, stopped at the end."""
     folder = convert_gguf(celery_support.default_gguf(), converted_model_cache)
-    port = closed_port()
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     command = [
         str(Path(sys.executable).parent / "transformers"), "serve", str(folder),
         "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "warning",
     ]  # fmt: skip
-    log = open(converted_model_cache.parent / f"transformers-serve-{port}.log", "wb")  # noqa: SIM115
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"transformers serve exited ({server.returncode}); see {log.name}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not start; see {log.name}")
-            time.sleep(0.5)
-        yield base_url, str(folder)
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+    # /health: its /v1/models would list every model of the Hugging Face cache.
+    with real_server(
+        "transformers serve",
+        command,
+        port=port,
+        log_path=converted_model_cache.parent / f"transformers-serve-{port}.log",
+        ready_path="/health",
+        env=env,
+    ) as server:
+        yield f"{server.url}/v1", str(folder)
 
 
 @pytest.fixture

@@ -17,13 +17,12 @@ import openai
 import pytest
 
 from tests.worker import celery_support
-from tests.worker.redis_server import spare_port
+from tests.worker.model.real_server import free_port, real_server
 
 KEY, OTHER_KEY = "test-key-one", "test-key-two"
 MAX_TOKENS_CAP = 600
 MAX_BODY_BYTES = 200_000
 PER_KEY = 8
-STARTUP_TIMEOUT_S = 300.0  # the first start may build the CPU attention kernel
 
 
 @dataclass
@@ -58,39 +57,21 @@ def server(
         LONGDOC_SERVE_MAX_BODY_BYTES=str(MAX_BODY_BYTES),
         LONGDOC_SERVE_MAX_CONCURRENT_PER_KEY=str(PER_KEY),
     )
-    port = spare_port()
+    port = free_port()
     log_path = tmp / "serve.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [celery_support.LONGDOC, "serve", "--port", str(port), "--log-level", "warning"],
-            env=env,
-            cwd=tmp,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    running = Server(f"http://127.0.0.1:{port}", process, log_path)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            assert process.poll() is None, f"longdoc serve exited:\n{log_path.read_text()}"
-            try:
-                if running.health()["status"] == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (
-                f"longdoc serve did not start:\n{log_path.read_text()}"
-            )
-            time.sleep(0.5)
-        yield running
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
+    with real_server(
+        "longdoc serve",
+        [celery_support.LONGDOC, "serve", "--port", str(port), "--log-level", "warning"],
+        port=port,
+        log_path=log_path,
+        ready_path="/health",
+        ready=lambda response: response.json()["status"] == "ok",
+        env=env,
+        cwd=tmp,
+        start_new_session=True,
+        grace_s=20,
+    ) as started:
+        yield Server(started.url, started.process, log_path)
     assert "Traceback" not in log_path.read_text()
 
 
