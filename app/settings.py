@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     visibility_timeout_s: float | None = Field(default=None, gt=0)
     # A job whose worker process dies under it this many times is failed, never run again.
     max_worker_deaths: int = Field(default=2, gt=0)
+    # A prefork pool child that died: how long its parent waits for a result it may have sent
+    # before reporting the task lost and putting it back (Celery's worker_lost_wait).
+    worker_lost_wait_s: float = Field(default=10.0, gt=0)
     inbox_dir: Path = Field(default=Path(), description="Default: <data_dir>/inbox")
     inbox_scan_enabled: bool = True
     inbox_scan_interval_s: float = Field(default=300, gt=0)

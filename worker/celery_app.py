@@ -91,6 +91,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
+        "worker_lost_wait": settings.worker_lost_wait_s,
         "task_routes": {name: {"queue": queue} for name, queue in QUEUE_FOR_TASK.items()},
         "task_default_queue": QUEUE_INGEST,
         "task_annotations": {

@@ -83,9 +83,15 @@ class WorkerProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 
+    def request_stop(self) -> None:
+        """Ask for a cold shutdown (do not wait for tasks) and return at once; `stop` waits."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGQUIT)
+
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGQUIT)  # cold shutdown: do not wait for tasks
+            self.request_stop()
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -97,13 +103,18 @@ class WorkerProcess:
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
-    def start(env: dict[str, str], *args: str) -> WorkerProcess:
+    def start(env: dict[str, str], *args: str, wait: bool = True) -> WorkerProcess:
+        """Start a worker; with wait=False the caller calls wait_ready (workers started
+        together start in parallel)."""
         worker = WorkerProcess(env, tmp_path / f"worker-{len(started)}.log", list(args))
         started.append(worker)
-        worker.wait_ready()
+        if wait:
+            worker.wait_ready()
         return worker
 
     yield start
+    for worker in started:  # all asked at once, so their shutdowns overlap
+        worker.request_stop()
     for worker in started:
         worker.stop()
 
@@ -132,6 +143,9 @@ def worker_env(
         # A summary is seconds here; a stuck one must not hold a test for hours.
         LONGDOC_MODEL_TIME_LIMIT_S="300",
         LONGDOC_INGEST_TIME_LIMIT_S="120",
+        # A killed pool child's task goes back 1 s after its death is seen, not 10 s: no result
+        # can come from a SIGKILLed child (the kill tests and the poison guard's).
+        LONGDOC_WORKER_LOST_WAIT_S="1",
     )
     env.update(extra)
     return env

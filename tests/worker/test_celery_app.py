@@ -28,6 +28,8 @@ def test_settings_fit_for_long_gpu_tasks(tmp_path: Path) -> None:
 
     assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
     assert config["worker_prefetch_multiplier"] == 1
+    assert config["worker_lost_wait"] == 10.0  # a dead pool child's task back after 10 s
+    assert celery_config(settings(tmp_path, worker_lost_wait_s=1))["worker_lost_wait"] == 1
     assert config["accept_content"] == ["json"]
     assert config["task_serializer"] == config["result_serializer"] == "json"
     limits = config["task_annotations"][TASK_SUMMARIZE]

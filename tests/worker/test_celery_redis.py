@@ -18,7 +18,7 @@ from tests.redis_db import claimed_redis_db
 from tests.worker import celery_support
 from tests.worker.celery_support import Harness, worker_env
 from tests.worker.test_celery_embedded import (
-    NUM_DOCUMENTS,
+    QUEUES_OF_TWO_WORKERS,
     _assert_done_once,
     _stored_document,
     _wait_until_summarizing,
@@ -28,6 +28,8 @@ from tests.worker.test_celery_embedded import (
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 start_worker = celery_support.start_worker
+# Summaries run together here (batch slots on PostgreSQL): twenty cost little more than a few.
+NUM_DOCUMENTS = 20
 # Short, so a task of a killed worker comes back within the test; longer than a summary here.
 SHORT_VISIBILITY_S = "20"
 
@@ -64,8 +66,9 @@ def test_twenty_documents_in_twenty_summaries_out_and_a_bad_one_fails_alone(
     harness = harness_for()
     pdfs = batch_of_pdfs(tmp_path / "in", NUM_DOCUMENTS)
     broken = pdf_factory.garbage_pdf(tmp_path / "in", name="broken.pdf")
-    start_worker(harness.env, "--queues=ingest")
-    start_worker(harness.env, "--queues=gpu,gpu_batch")
+    workers = [start_worker(harness.env, q, wait=False) for q in QUEUES_OF_TWO_WORKERS]
+    for worker in workers:
+        worker.wait_ready()
 
     ingest_ids = [harness.queue_ingest(path) for path in [broken, *pdfs]]
     harness.wait_for(
@@ -92,10 +95,8 @@ def test_twenty_documents_in_twenty_summaries_out_and_a_bad_one_fails_alone(
 
 def test_killed_pool_child_gives_its_summary_back(harness_for, start_worker, tmp_path) -> None:
     harness = harness_for()
-    document_id = _stored_document(harness, start_worker, tmp_path)
-    gpu = start_worker(
-        harness.env, "--queues=gpu,gpu_batch", "--pool=prefork"
-    )  # its parent requeues
+    # Its parent requeues.
+    document_id, gpu = _stored_document(harness, start_worker, tmp_path, "--pool=prefork")
     job_id = harness.queue_summary(document_id)
     _wait_until_summarizing(harness, job_id)
     (child,) = gpu.pool_children()
@@ -110,8 +111,7 @@ def test_killed_worker_task_comes_back_after_the_visibility_timeout(
     harness_for, start_worker, tmp_path
 ) -> None:
     harness = harness_for(LONGDOC_VISIBILITY_TIMEOUT_S=SHORT_VISIBILITY_S)
-    document_id = _stored_document(harness, start_worker, tmp_path)
-    first = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    document_id, first = _stored_document(harness, start_worker, tmp_path)
     job_id = harness.queue_summary(document_id)
     _wait_until_summarizing(harness, job_id)
 
@@ -138,7 +138,7 @@ def test_three_summaries_queued_together_run_at_once_in_one_worker(
         180,
         "the ingest jobs",
     )
-    ingest.stop()
+    ingest.request_stop()  # idle from now on; reaped with the test
     summary_ids = [harness.queue_summary(harness.job(i).document_id) for i in ingest_ids]
     start_worker(harness.env, "--queues=gpu,gpu_batch")
     harness.wait_for(
