@@ -30,8 +30,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 start_worker = celery_support.start_worker
 # Summaries run together here (batch slots on PostgreSQL): twenty cost little more than a few.
 NUM_DOCUMENTS = 20
-# Short, so a task of a killed worker comes back within the test; longer than a summary here.
-SHORT_VISIBILITY_S = "20"
+# Short, so a task of a killed worker comes back within the test, yet far longer than the
+# second worker needs to build its engine and write the summary on a busy machine: a task still
+# running past it would be handed out again (a second delivery, which the poison guard counts).
+SHORT_VISIBILITY_S = "45"
 
 
 @pytest.fixture
@@ -118,7 +120,7 @@ def test_killed_worker_task_comes_back_after_the_visibility_timeout(
     first.kill_all()
     assert harness.job(job_id).status == JobStatus.RUNNING
     time.sleep(float(SHORT_VISIBILITY_S) + 1)  # Redis gives back only what is older than this
-    second = start_worker(harness.env, "--queues=gpu,gpu_batch")
+    second = start_worker(harness.env, "--queues=gpu,gpu_batch")  # restores it as it starts
 
     _assert_done_once(harness, job_id)
     assert "queued 1 job(s) again" not in second.log()  # Redis did it, not our start-up sweep
