@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,8 @@ def run_child(
         if isinstance(reply, dict) and "pages" in reply:
             return reply
         if isinstance(reply, dict) and "code" in reply:
+            if "cause" in reply:  # an error the child did not expect: say where, for a fix
+                logger.warning("parse child: unexpected %s; refused as damaged", reply["cause"])
             raise _ERRORS_BY_CODE.get(reply["code"], DamagedPdfError)(reply["message"])
         stderr.seek(0)
         tail = stderr.read()
@@ -168,6 +171,22 @@ def _ocr_timeout(limits: Any) -> ParseTimeoutError:
     )
 
 
+def _unexpected_reply(damaged_reply: bytes, error: BaseException) -> bytes:
+    """The damaged reply, with where the unexpected error came from for the parent's log: its
+    type and the innermost frame of our code (file, line, function), never its message, which
+    may quote the document."""
+    try:
+        frames = traceback.extract_tb(error.__traceback__)
+        ours = [f for f in frames if "/pipelines/" in f.filename] or frames
+        where = (
+            f"{Path(ours[-1].filename).name}:{ours[-1].lineno} in {ours[-1].name}" if ours else ""
+        )
+        cause = f"{type(error).__module__}.{type(error).__qualname__} at {where}"
+        return json.dumps({**json.loads(damaged_reply), "cause": cause}).encode()
+    except Exception:  # memory may be short here: the plain reply always goes
+        return damaged_reply
+
+
 def _error_reply(error: DocumentError) -> bytes:
     return json.dumps({"code": error.code, "message": error.message}).encode()
 
@@ -214,8 +233,8 @@ def child_main() -> int:
         encoded = _error_reply(error)
     except MemoryError:
         encoded = memory_reply
-    except BaseException:  # never a traceback: whatever it was, the caller gets a sentence
-        encoded = damaged_reply
+    except BaseException as error:  # never a traceback: whatever it was, the caller gets a sentence
+        encoded = _unexpected_reply(damaged_reply, error)
     reply_stream.write(encoded + b"\n")
     reply_stream.flush()
     return 0
