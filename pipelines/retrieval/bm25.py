@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
 
 from pipelines.documents import Passage
+from pipelines.retrieval.bm25s_lib import STOPWORDS_EN, bm25s
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(STOPWORDS_EN)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from bm25s.stopwords import STOPWORDS_EN
+from pipelines.retrieval.bm25s_lib import STOPWORDS_EN
 
 DateValue = tuple[int | None, int, int | None]  # (year or None, month, day or None)
 
