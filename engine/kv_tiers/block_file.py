@@ -1,17 +1,27 @@
 """One block file of the disk tier: a header, then the block's KV bytes.
 
   b"LDKV\\x01" | header length (4 bytes, little-endian) | header (JSON: namespace, chain hash,
-  token ids, dtype, shape, crc32 and length of the payload) | payload
+  token ids, dtype, shape, checksum and length of the payload) | payload
 
 A file is used only when all of it checks out: the magic, the header, the namespace, the hash
-and token ids asked for, the payload's length and its crc32.
+and token ids asked for, the payload's length and its checksum. The checksum is XXH3-64 (about
+20 GB/s a core) where the xxhash package is installed, else crc32 (about 4 GB/s: it was two
+thirds of a block's read time); the header names which, so a file of either kind is read. A file
+whose checksum this process cannot compute is left for one that can, not loaded.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
+
+try:
+    import xxhash
+except ImportError:  # an environment without it (a bare GPU image): crc32
+    xxhash = None
 
 MAGIC = b"LDKV\x01"
 
@@ -40,32 +50,73 @@ def encode_head(
             "token_ids": list(token_ids),
             "dtype": dtype,
             "shape": list(shape),
-            "crc32": zlib.crc32(payload),
+            **checksum(payload),
             "num_bytes": payload.nbytes,
         }
     ).encode()
     return MAGIC + len(header).to_bytes(4, "little") + header
 
 
-def parse_block(
-    data: bytearray, namespace: str, block_hash: int, token_ids: tuple[int, ...]
+def checksum(payload: memoryview) -> dict[str, int]:
+    """The payload's checksum, keyed by its kind as the header stores it."""
+    if xxhash is not None:
+        return {"xxh3_64": xxhash.xxh3_64_intdigest(payload)}
+    return {"crc32": zlib.crc32(payload)}
+
+
+class BlockMisfit(Exception):
+    """The block's dtype or shape is not what the reader holds (its namespace should make this
+    impossible): not loaded, and the file is left alone."""
+
+
+HEAD_PREFIX = len(MAGIC) + 4
+MAX_HEADER_BYTES = 1 << 20
+
+
+def new_buffer(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview:
+    return memoryview(bytearray(num_bytes))
+
+
+def read_block(
+    file: BinaryIO,
+    size: int,
+    namespace: str,
+    block_hash: int,
+    token_ids: tuple[int, ...],
+    take: Callable[[str, tuple[int, ...], int], memoryview] = new_buffer,
 ) -> DiskBlock | None:
-    """The block in data if it is whole and what its name says; else None."""
+    """The block in the open file of `size` bytes if it is whole and what its name says; else
+    None. The payload is read straight into take(dtype, shape, num_bytes), the memory it will be
+    used from (a pinned host block on a GPU machine): no second copy, and no fresh buffer to
+    fault in page by page. take may raise BlockMisfit, and so does a checksum kind this process
+    cannot compute."""
     try:
-        if not data.startswith(MAGIC):
+        prefix = file.read(HEAD_PREFIX)
+        if len(prefix) != HEAD_PREFIX or not prefix.startswith(MAGIC):
             return None
-        start = len(MAGIC) + 4
-        header_len = int.from_bytes(data[len(MAGIC) : start], "little")
-        header = json.loads(data[start : start + header_len])
-        payload = memoryview(data)[start + header_len :]
+        header_len = int.from_bytes(prefix[len(MAGIC) :], "little")
+        if header_len > MAX_HEADER_BYTES or HEAD_PREFIX + header_len > size:
+            return None
+        header = json.loads(file.read(header_len))
+        num_bytes = size - HEAD_PREFIX - header_len
         if (
             header["namespace"] != namespace
             or header["hash"] != block_hash
             or tuple(header["token_ids"]) != token_ids
-            or header["num_bytes"] != payload.nbytes
-            or header["crc32"] != zlib.crc32(payload)
+            or header["num_bytes"] != num_bytes
         ):
             return None
-        return DiskBlock(payload, str(header["dtype"]), tuple(header["shape"]), len(data))
+        if "xxh3_64" in header and xxhash is None:
+            raise BlockMisfit
+        dtype, shape = str(header["dtype"]), tuple(header["shape"])
+        payload = take(dtype, shape, num_bytes)
+        if file.readinto(payload) != num_bytes:
+            return None
+        kind = "xxh3_64" if "xxh3_64" in header else "crc32"
+        if header[kind] != (
+            xxhash.xxh3_64_intdigest(payload) if kind == "xxh3_64" else zlib.crc32(payload)
+        ):
+            return None
+        return DiskBlock(payload, dtype, shape, size)
     except (ValueError, KeyError, TypeError):
         return None

@@ -2,7 +2,7 @@
 copies into the KV cache in groups (on a GPU: one DMA per block into a staging buffer on a side
 stream, then one scatter into the cache per group).
 
-File reads, crc32 and tensor copies release the GIL, so the pool's threads read and check
+File reads, checksums and tensor copies release the GIL, so the pool's threads read and check
 several files at once while the engine's thread copies the ones already read.
 """
 

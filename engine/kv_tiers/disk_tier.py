@@ -26,11 +26,18 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import EngineError
-from engine.kv_tiers.block_file import DiskBlock, encode_head, parse_block
+from engine.kv_tiers.block_file import (
+    BlockMisfit,
+    DiskBlock,
+    encode_head,
+    new_buffer,
+    read_block,
+)
 from engine.kv_tiers.tombstones import (
     BLOCK_PATH,
     FORGOTTEN_DIR,
@@ -95,23 +102,24 @@ class DiskTier:
     def contains(self, block_hash: int) -> bool:
         return (self.root / self.relative_path(block_hash)).is_file()
 
-    def read(self, block_hash: int, token_ids: tuple[int, ...]) -> DiskBlock | None:
-        """The block's payload, checked; None when absent, or unreadable (then deleted)."""
+    def read(
+        self,
+        block_hash: int,
+        token_ids: tuple[int, ...],
+        take: Callable[[str, tuple[int, ...], int], memoryview] = new_buffer,
+    ) -> DiskBlock | None:
+        """The block's payload, checked, in memory from take (block_file.read_block); None when
+        absent, a misfit (take raised BlockMisfit), or unreadable (then deleted)."""
         relative = self.relative_path(block_hash)
         path = self.root / relative
         try:
             with path.open("rb") as file:
                 size = os.fstat(file.fileno()).st_size
-                data = bytearray(size)  # writable: torch.frombuffer takes it without a copy
-                if file.readinto(data) != size:
-                    data = None
+                block = read_block(file, size, self.namespace, block_hash, token_ids, take)
+        except BlockMisfit:
+            return None
         except OSError:
             return None
-        if data is None:
-            self.counts.num_corrupt_dropped += 1
-            self._delete(relative)
-            return None
-        block = parse_block(data, self.namespace, block_hash, token_ids)
         if block is None:
             self.counts.num_corrupt_dropped += 1
             self._delete(relative)
@@ -120,7 +128,7 @@ class DiskTier:
         with contextlib.suppress(OSError):
             os.utime(path, (now, now))  # the recency every process's eviction reads
         with self._lock:
-            self._index[relative] = (len(data), now)
+            self._index[relative] = (block.num_bytes, now)
         return block
 
     # ---- write ----------------------------------------------------------------------------

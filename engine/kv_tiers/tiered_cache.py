@@ -25,6 +25,7 @@ import torch
 
 from engine.block_manager import NO_PARENT_HASH, BlockManager, compute_block_hash
 from engine.kv_cache import KVCache
+from engine.kv_tiers.block_file import BlockMisfit
 from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, CacheWriter, lower_hits, make_read_pool
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, check_tag
@@ -69,6 +70,7 @@ class TieredKVCache:
         self.blocks.record_registered = True
         self.device = self.kv_cache.tensor.device
         self.dtype = self.kv_cache.tensor.dtype
+        self._dtype_name = str(self.dtype).removeprefix("torch.")  # as block files name it
         # One block's KV: [2, L, block_size, KV, D].
         shape = self.kv_cache.tensor.shape
         self.block_shape = (shape[0], shape[1], *shape[3:])
@@ -152,17 +154,22 @@ class TieredKVCache:
                 seq.tier_loads[tier] = load
 
     def _read_disk(self, block_hash: int, token_ids: tuple[int, ...]) -> torch.Tensor | None:
-        """One block from disk as a tensor (pinned on a GPU machine); runs on the read pool."""
+        """One block from disk, read straight into a host block (pinned on a GPU machine, so the
+        copy up is one DMA); runs on the read pool."""
         assert self.disk is not None
-        block = self.disk.read(block_hash, token_ids)
-        if block is None:
-            return None
-        if block.dtype != str(self.dtype).removeprefix("torch.") or block.shape != self.block_shape:
-            return None  # the namespace should make this impossible; never load a misfit
-        kv = torch.frombuffer(block.payload, dtype=self.dtype).view(self.block_shape)
-        if self._is_cuda:
-            kv = self._host.take().copy_(kv)
-        return kv
+        kept: list[torch.Tensor] = []
+
+        def take(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview:
+            if dtype != self._dtype_name or shape != self.block_shape:
+                raise BlockMisfit  # the namespace should make this impossible; never load one
+            kv = self._host.take() if self._is_cuda else torch.empty(shape, dtype=self.dtype)
+            if num_bytes != kv.numel() * kv.element_size():
+                raise BlockMisfit
+            kept.append(kv)
+            return memoryview(kv.view(-1).view(torch.uint8).numpy())
+
+        block = self.disk.read(block_hash, token_ids, take)
+        return kept[0] if block is not None else None
 
     # ---- down: after each step ------------------------------------------------------------
 

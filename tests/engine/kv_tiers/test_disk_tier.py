@@ -9,7 +9,8 @@ import time
 import pytest
 
 from app.kv_cache_files import forget_document_kv
-from engine.kv_tiers import InvalidCacheTag, forget_tag_files
+from engine.kv_tiers import InvalidCacheTag, block_file, forget_tag_files
+from engine.kv_tiers.block_file import BlockMisfit
 from engine.kv_tiers.disk_tier import STALE_TMP_S, DiskTier
 from engine.kv_tiers.tombstones import read_tombstone
 
@@ -109,3 +110,68 @@ def test_a_tag_must_be_a_plain_name(tmp_path) -> None:
     for tag in ("../x", "", "a/b", "..", "x" * 101):
         with pytest.raises(InvalidCacheTag):
             _write(disk, 1, tag=tag)
+
+
+@pytest.fixture(params=["xxh3_64", "crc32"])
+def checksum_kind(request, monkeypatch) -> str:
+    """Each check runs with the checksum a writer picks with xxhash installed and without."""
+    if request.param == "crc32":
+        monkeypatch.setattr(block_file, "xxhash", None)
+    return request.param
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "cut short"])
+def test_a_damaged_file_is_dropped_whatever_its_checksum(tmp_path, checksum_kind, damage) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 3)
+    path = tmp_path / disk.relative_path(3)
+    assert checksum_kind.encode() in path.read_bytes()[:300]
+    data = bytearray(path.read_bytes())
+    if damage == "flipped byte":
+        data[-10] ^= 0xFF
+    else:
+        del data[-10:]
+    path.write_bytes(bytes(data))
+    assert disk.read(3, TOKENS) is None
+    assert disk.counts.num_corrupt_dropped == 1 and not path.exists()
+
+
+def test_a_crc32_file_of_an_older_writer_still_reads(tmp_path, monkeypatch) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    with monkeypatch.context() as patch:
+        patch.setattr(block_file, "xxhash", None)
+        assert _write(disk, 4)
+    assert block_file.xxhash is not None
+    block = disk.read(4, TOKENS)
+    assert block is not None and bytes(block.payload) == bytes([4]) * 1000
+
+
+def test_a_file_whose_checksum_cannot_be_computed_is_left_for_one_that_can(
+    tmp_path, monkeypatch
+) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 5)
+    monkeypatch.setattr(block_file, "xxhash", None)
+    assert disk.read(5, TOKENS) is None
+    assert disk.counts.num_corrupt_dropped == 0 and disk.contains(5)
+
+
+def test_the_payload_is_read_straight_into_the_callers_memory(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 6)
+    target = bytearray(1000)
+    asked = []
+
+    def take(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview:
+        asked.append((dtype, shape, num_bytes))
+        return memoryview(target)
+
+    block = disk.read(6, TOKENS, take)
+    assert block is not None and asked == [("uint8", (1000,), 1000)]
+    assert target == bytes([6]) * 1000 and block.payload.obj is target
+
+    def misfit(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview:
+        raise BlockMisfit
+
+    assert disk.read(6, TOKENS, misfit) is None
+    assert disk.counts.num_corrupt_dropped == 0 and disk.contains(6)
