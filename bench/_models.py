@@ -161,6 +161,9 @@ def write_chat_checkpoint(model: torch.nn.Module, folder: Path, words: tuple[str
     """A safetensors checkpoint folder of `model` that chat servers load: config, weights, and a
     word-level tokenizer over the whole vocabulary (`words` first) with a plain chat template."""
     folder.mkdir(parents=True, exist_ok=True)
+    # A model built from its config has no `architectures`; servers (transformers serve) pick the
+    # class by it.
+    model.config.architectures = [type(model).__name__]
     model.config.save_pretrained(folder)
     model.generation_config.save_pretrained(folder)
     _write_tokenizer(

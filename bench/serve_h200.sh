@@ -3,12 +3,16 @@
 # --continuous-batching` on one random-weight Llama-3-8B checkpoint (bf16), one after the other
 # (each alone on the GPU), the same client load against each. The image lacks the app's packages:
 # carry them as wheels in .whl-serve/ (bench/results/README.md says which).
-# Usage: bash bench/serve_h200.sh OUT_DIR [serve.py arguments...]
+# Usage: [KV_GIB=72] [LABEL=h200] bash bench/serve_h200.sh OUT_DIR [serve.py arguments...]
 set -uo pipefail
 out=${1:?OUT_DIR}
 shift
 ckpt=/tmp/serve-ckpt
 python3 bench/serve_checkpoint.py "$ckpt" || exit 1
+# The KV cache: 72 GiB on an H200 (141 GB); KV_GIB=30 on an 80 GB H100.
+kv_gib=${KV_GIB:-72}
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
 
 wait_ready() {  # URL SECONDS PID
     for _ in $(seq "$2"); do
@@ -20,14 +24,14 @@ wait_ready() {  # URL SECONDS PID
 }
 
 export LONGDOC_DATA_DIR=/tmp/longdoc-data LONGDOC_MODEL=$ckpt LONGDOC_ENGINE_DEVICE=cuda \
-    LONGDOC_ENGINE_DTYPE=bfloat16 LONGDOC_ENGINE_MAX_KV_CACHE_BYTES=$((72 * 1024 ** 3)) \
+    LONGDOC_ENGINE_DTYPE=bfloat16 LONGDOC_ENGINE_MAX_KV_CACHE_BYTES=$((kv_gib * 1024 ** 3)) \
     LONGDOC_ENGINE_MAX_NUM_SEQS=64
 python3 -c 'import sys; from worker.cli import main; sys.argv[0] = "longdoc"; main()' \
     serve --port 8000 --log-level warning >"$out/longdoc_serve.log" 2>&1 &
 pid=$!
 if wait_ready http://127.0.0.1:8000 300 $pid; then
     python3 bench/serve.py --target longdoc=http://127.0.0.1:8000 --out-dir "$out" \
-        --label h200.longdoc "$@"
+        --label "${LABEL:-h200}.longdoc" "$@"
 else
     echo "longdoc serve did not start"; tail -30 "$out/longdoc_serve.log"
 fi
@@ -38,7 +42,7 @@ transformers serve "$ckpt" --continuous-batching --device cuda --dtype bfloat16 
 pid=$!
 if wait_ready http://127.0.0.1:8001 300 $pid; then
     python3 bench/serve.py --target transformers=http://127.0.0.1:8001 --out-dir "$out" \
-        --label h200.transformers --no-ignore-eos "$@"
+        --label "${LABEL:-h200}.transformers" --no-ignore-eos --model "$ckpt" "$@"
 else
     echo "transformers serve did not start"; tail -30 "$out/transformers_serve.log"
 fi
