@@ -66,7 +66,8 @@ def checksum(payload: memoryview) -> dict[str, int]:
 
 class BlockMisfit(Exception):
     """The block's dtype or shape is not what the reader holds (its namespace should make this
-    impossible): not loaded, and the file is left alone."""
+    impossible), or its checksum is of a kind this process cannot compute: not loaded, and the
+    file is left alone."""
 
 
 HEAD_PREFIX = len(MAGIC) + 4
