@@ -57,11 +57,19 @@ def encode_head(
     return MAGIC + len(header).to_bytes(4, "little") + header
 
 
+def _checksum_function(kind: str) -> Callable[[memoryview], int] | None:
+    """The function of a checksum kind a header names; None where this process has none."""
+    if kind == "xxh3_64":
+        return None if xxhash is None else xxhash.xxh3_64_intdigest
+    return zlib.crc32 if kind == "crc32" else None
+
+
 def checksum(payload: memoryview) -> dict[str, int]:
     """The payload's checksum, keyed by its kind as the header stores it."""
-    if xxhash is not None:
-        return {"xxh3_64": xxhash.xxh3_64_intdigest(payload)}
-    return {"crc32": zlib.crc32(payload)}
+    kind = "crc32" if xxhash is None else "xxh3_64"
+    compute = _checksum_function(kind)
+    assert compute is not None
+    return {kind: compute(payload)}
 
 
 class BlockMisfit(Exception):
@@ -107,16 +115,13 @@ def read_block(
             or header["num_bytes"] != num_bytes
         ):
             return None
-        if "xxh3_64" in header and xxhash is None:
+        kind = "xxh3_64" if "xxh3_64" in header else "crc32"
+        compute = _checksum_function(kind)
+        if compute is None:
             raise BlockMisfit
         dtype, shape = str(header["dtype"]), tuple(header["shape"])
         payload = take(dtype, shape, num_bytes)
-        if file.readinto(payload) != num_bytes:
-            return None
-        kind = "xxh3_64" if "xxh3_64" in header else "crc32"
-        if header[kind] != (
-            xxhash.xxh3_64_intdigest(payload) if kind == "xxh3_64" else zlib.crc32(payload)
-        ):
+        if file.readinto(payload) != num_bytes or header[kind] != compute(payload):
             return None
         return DiskBlock(payload, dtype, shape, size)
     except (ValueError, KeyError, TypeError):

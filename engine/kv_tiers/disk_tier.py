@@ -116,9 +116,7 @@ class DiskTier:
             with path.open("rb") as file:
                 size = os.fstat(file.fileno()).st_size
                 block = read_block(file, size, self.namespace, block_hash, token_ids, take)
-        except BlockMisfit:
-            return None
-        except OSError:
+        except (BlockMisfit, OSError):
             return None
         if block is None:
             self.counts.num_corrupt_dropped += 1
