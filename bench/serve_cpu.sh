@@ -16,21 +16,14 @@ from worker.model.source import find_default_gguf
 print(convert_gguf(find_default_gguf(), Path(sys.argv[1])))' "${TMPDIR:-/tmp}/longdoc-serve-cpu") || exit 1
 load=(--concurrency 1,4,16 --prompt-tokens 1024 --new-tokens 64 --rounds 2 "$@")
 
-wait_ready() {  # URL SECONDS PID
-    for _ in $(seq "$2"); do
-        curl -sf "$1/health" >/dev/null && return 0
-        kill -0 "$3" 2>/dev/null || return 1
-        sleep 1
-    done
-    return 1
-}
+source bench/serve_wait.sh
 
 data=$(mktemp -d)
 LONGDOC_DATA_DIR=$data LONGDOC_MODEL=$ckpt LONGDOC_ENGINE_DEVICE=cpu LONGDOC_ENGINE_DTYPE=float32 \
     $py -c 'import sys; from worker.cli import main; sys.argv[0] = "longdoc"; main()' \
     serve --port 8010 --log-level warning >"$data/longdoc_serve.log" 2>&1 &
 pid=$!
-if wait_ready http://127.0.0.1:8010 300 $pid; then
+if wait_ready http://127.0.0.1:8010/health 300 $pid; then
     $py bench/serve.py --target longdoc=http://127.0.0.1:8010 --out-dir "$out" --label cpu.longdoc \
         "${load[@]}"
 else
@@ -42,7 +35,7 @@ HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$(dirname "$py")/transformers" serve "$
     --continuous-batching --device cpu --dtype float32 --port 8011 --host 127.0.0.1 \
     --log-level warning >"$data/transformers_serve.log" 2>&1 &
 pid=$!
-if wait_ready http://127.0.0.1:8011 300 $pid; then
+if wait_ready http://127.0.0.1:8011/health 300 $pid; then
     $py bench/serve.py --target transformers=http://127.0.0.1:8011 --out-dir "$out" \
         --label cpu.transformers --no-ignore-eos --model "$ckpt" "${load[@]}"
 else

@@ -14,14 +14,7 @@ kv_gib=${KV_GIB:-72}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
 
-wait_ready() {  # URL SECONDS PID
-    for _ in $(seq "$2"); do
-        curl -sf "$1/v1/models" >/dev/null && return 0
-        kill -0 "$3" 2>/dev/null || return 1
-        sleep 1
-    done
-    return 1
-}
+source bench/serve_wait.sh
 
 export LONGDOC_DATA_DIR=/tmp/longdoc-data LONGDOC_MODEL=$ckpt LONGDOC_ENGINE_DEVICE=cuda \
     LONGDOC_ENGINE_DTYPE=bfloat16 LONGDOC_ENGINE_MAX_KV_CACHE_BYTES=$((kv_gib * 1024 ** 3)) \
@@ -29,7 +22,7 @@ export LONGDOC_DATA_DIR=/tmp/longdoc-data LONGDOC_MODEL=$ckpt LONGDOC_ENGINE_DEV
 python3 -c 'import sys; from worker.cli import main; sys.argv[0] = "longdoc"; main()' \
     serve --port 8000 --log-level warning >"$out/longdoc_serve.log" 2>&1 &
 pid=$!
-if wait_ready http://127.0.0.1:8000 300 $pid; then
+if wait_ready http://127.0.0.1:8000/v1/models 300 $pid; then
     python3 bench/serve.py --target longdoc=http://127.0.0.1:8000 --out-dir "$out" \
         --label "${LABEL:-h200}.longdoc" "$@"
 else
@@ -40,7 +33,7 @@ kill $pid; wait $pid 2>/dev/null
 transformers serve "$ckpt" --continuous-batching --device cuda --dtype bfloat16 --port 8001 \
     --host 127.0.0.1 >"$out/transformers_serve.log" 2>&1 &
 pid=$!
-if wait_ready http://127.0.0.1:8001 300 $pid; then
+if wait_ready http://127.0.0.1:8001/v1/models 300 $pid; then
     python3 bench/serve.py --target transformers=http://127.0.0.1:8001 --out-dir "$out" \
         --label "${LABEL:-h200}.transformers" --no-ignore-eos --model "$ckpt" "$@"
 else
