@@ -208,10 +208,13 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "kv_disk_tier_bytes": int(kv_per_token * len(texts[0]) * 4),
     }
     engine = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
+    # As a worker's start-up would: the host memory of the tiers pinned before the first answer.
+    pool_s = _wait_host_pool(engine)
     rows["cold-tiered"] = first_token(engine, texts[0], tag)
     started = time.perf_counter()
     engine.flush_kv_tiers()
     drain_s = time.perf_counter() - started
+    write_behind = engine.kv_write_behind_stats()
     rows["gpu-warm"] = first_token(engine, texts[1], tag)
     engine.drop_device_prefix_cache()
     rows["cpu-tier"] = first_token(engine, texts[2], tag)
@@ -219,7 +222,9 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     del engine
     _free()
     restarted = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
+    restart_pool_s = _wait_host_pool(restarted)
     rows["disk-tier"] = first_token(restarted, texts[3], tag)
+    restart_host = restarted.kv_write_behind_stats()
     restarted.forget_cache_tag(tag)  # leave no files behind
     restarted.close()
     del restarted
@@ -229,10 +234,21 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "num_tokens": len(texts[0]),
         "kv_bytes_per_token": kv_per_token,
         "write_behind_drain_after_first_answer_s": drain_s,
+        "write_behind": write_behind,
+        "host_pool_pinned_at_start_s": pool_s,
+        "host_pool_pinned_after_restart_s": restart_pool_s,
+        "host_after_disk_load": restart_host,
         "write_behind_cost_on_first_answer": rows["cold-tiered"]["ttft_s"] / cold - 1,
         "speedup_vs_cold": {phase: cold / rows[phase]["ttft_s"] for phase in PHASES},
         "phases": rows,
     }
+
+
+def _wait_host_pool(engine: LLMEngine) -> float:
+    started = time.perf_counter()
+    if not engine.wait_kv_host_pool(timeout_s=600):
+        raise SystemExit("the KV tiers' host memory was not pinned in 600 s")
+    return time.perf_counter() - started
 
 
 def _free() -> None:
@@ -277,6 +293,16 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
             f"{result['write_behind_drain_after_first_answer_s']:.3f} s); KV "
             f"{result['kv_bytes_per_token'] * result['num_tokens'] / 1e6:.0f} MB."
         )
+        wb = result["write_behind"]
+        if wb:
+            lines.append(
+                f"  Engine thread in the write-behind {wb['seconds']:.3f} s for "
+                f"{wb['num_blocks']} blocks; host slabs ready {wb['host_num_slabs_ready']}, "
+                f"pinned on demand {wb['host_num_slabs_on_demand']} "
+                f"({wb['host_on_demand_seconds']:.3f} s); host pool pinned at start in "
+                f"{result['host_pool_pinned_at_start_s']:.3f} s, after the restart in "
+                f"{result['host_pool_pinned_after_restart_s']:.3f} s."
+            )
     lines.append(
         "\n`load GB/s` is bytes loaded over the engine's load time (read, check and copy into "
         "the cache); on a GPU the host-to-device copies run on a side stream and their time is "

@@ -67,6 +67,9 @@ class Level:
     ttft_p50_s: float | None
     ttft_p99_s: float | None
     itl_p99_s: float | None
+    # concurrency x the median stream's decode rate (tokens after its first over the time they
+    # took): the output rate while every stream decodes, without the prefills' wall time.
+    decode_tokens_per_s: float | None = None
 
 
 PROMPT_HEAD = "Repeat the following words :"
@@ -145,6 +148,11 @@ async def run_level(name: str, url: str, concurrency: int, args: argparse.Namesp
         await asyncio.gather(*(stream_slot() for _ in range(concurrency)))
         wall = time.perf_counter() - started
     ok = [r for r in results if r.error is None]
+    rates = [
+        (r.completion_tokens - 1) / sum(r.gaps_s)
+        for r in ok
+        if r.completion_tokens > 1 and sum(r.gaps_s) > 0
+    ]
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     gaps = [gap for r in ok for gap in r.gaps_s]
     return Level(
@@ -157,6 +165,7 @@ async def run_level(name: str, url: str, concurrency: int, args: argparse.Namesp
         ttft_p50_s=statistics.median(ttfts) if ttfts else None,
         ttft_p99_s=percentile(ttfts, 0.99),
         itl_p99_s=percentile(gaps, 0.99),
+        decode_tokens_per_s=round(concurrency * statistics.median(rates), 1) if rates else None,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Sequence as SequenceOf
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import partial
 
 import torch
@@ -180,8 +180,22 @@ class LLMEngine:
             "num_cpu_bytes": cpu.num_bytes if cpu is not None else 0,
         }
 
+    def kv_write_behind_stats(self) -> dict[str, float]:
+        """The write-behind's time on the engine's thread and how its host memory was pinned
+        (ahead or on demand), since the engine started; {} without tiers."""
+        tiers = self._main.tiers
+        if tiers is None:
+            return {}
+        host = {f"host_{key}": value for key, value in asdict(tiers.host_counters()).items()}
+        return {**asdict(tiers.write_behind), **host}
+
+    def wait_kv_host_pool(self, timeout_s: float | None = None) -> bool:
+        """Wait until the tiers' host memory pinned at start is ready (True at once without
+        tiers or on a CPU); False if timeout_s passed first."""
+        return self._main.tiers is None or self._main.tiers.wait_host_pool(timeout_s)
+
     def close(self) -> None:
-        """Finish the writes down the tiers and stop their thread."""
+        """Finish the writes down the tiers and stop their threads."""
         if self._main.tiers is not None:
             self._main.tiers.close()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -30,7 +30,7 @@ from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, CacheWriter, lower_
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, check_tag
 from engine.kv_tiers.disk_writer import DiskWriter
-from engine.kv_tiers.host_blocks import HostBlocks
+from engine.kv_tiers.host_blocks import AHEAD_BYTES, HostBlocks, HostCounters
 from engine.kv_tiers.tombstones import read_tombstone
 from engine.sequence import Sequence
 from engine.stats import TierLoad
@@ -47,6 +47,14 @@ class TierCounters:
     num_loaded_bytes: int = 0
     load_seconds: float = 0.0
     num_stored_bytes: int = 0
+
+
+@dataclass
+class WriteBehindCounters:
+    """The write-behind's cost to the engine's thread, since the engine started."""
+
+    num_blocks: int = 0  # blocks copied down
+    seconds: float = 0.0  # the engine thread's time in after_step (choosing, copying, keeping)
 
 
 @dataclass
@@ -86,7 +94,19 @@ class TieredKVCache:
         self._forgotten: set[str] = self.disk.forgotten_tags() if self.disk is not None else set()
         self._next_forgotten_poll = 0.0
         self._pool = make_read_pool() if self.disk is not None else None
-        self._host = HostBlocks(self.block_shape, self.dtype, pinned=self._is_cuda)
+        # On a GPU the host blocks are pinned ahead, off the engine's thread: the CPU tier's cap
+        # and room for blocks on their way to disk (host_blocks.py says why).
+        pool_bytes = 0
+        if self._is_cuda:
+            pool_bytes = (self.cpu.max_bytes if self.cpu is not None else 0) + AHEAD_BYTES
+        self._host = HostBlocks(
+            self.block_shape,
+            self.dtype,
+            pinned=self._is_cuda,
+            pool_bytes=pool_bytes,
+            ahead_bytes=AHEAD_BYTES if self._is_cuda else 0,
+        )
+        self.write_behind = WriteBehindCounters()
 
     # ---- up: before a request's prefill ---------------------------------------------------
 
@@ -175,6 +195,11 @@ class TieredKVCache:
 
     def after_step(self) -> None:
         """Copy the prompt blocks the step registered (of tagged requests) down the tiers."""
+        started = time.perf_counter()
+        self._after_step()
+        self.write_behind.seconds += time.perf_counter() - started
+
+    def _after_step(self) -> None:
         registered, self.blocks.registered = self.blocks.registered, []
         todo: list[tuple[int, int, tuple[int, ...], str]] = []
         stale: list[int] = []
@@ -200,6 +225,7 @@ class TieredKVCache:
             self.blocks.forget_hashes(stale)
         if todo:
             self._copy_out(todo)
+            self.write_behind.num_blocks += len(todo)
         self.poll()
 
     def _is_stored(self, block_hash: int) -> bool:
@@ -292,6 +318,15 @@ class TieredKVCache:
             self.writer.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        self._host.close()
+
+    def wait_host_pool(self, timeout_s: float | None = None) -> bool:
+        """Wait until the host memory pinned at start is ready (a restarted worker's first
+        loads then pin nothing); False if timeout_s passed first."""
+        return self._host.wait_pool(timeout_s)
+
+    def host_counters(self) -> HostCounters:
+        return replace(self._host.counters)
 
     def _has(self, tier: str) -> bool:
         return (self.cpu if tier == CPU_TIER else self.disk) is not None

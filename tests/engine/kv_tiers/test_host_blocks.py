@@ -2,6 +2,7 @@
 slab's memory kept exactly as long as one of its blocks is."""
 
 import gc
+import time
 import weakref
 
 import torch
@@ -36,3 +37,42 @@ def test_a_slab_lives_while_one_of_its_blocks_does() -> None:
     del second
     gc.collect()
     assert alive() is None
+
+
+def test_the_pinner_allocates_the_pool_at_start_then_keeps_slabs_ahead() -> None:
+    # 4 blocks of 8 float32 a slab: 128 bytes. A pool of 3 slabs, then 2 kept ready.
+    host = HostBlocks(
+        (8,), torch.float32, pinned=False, slab_blocks=4, pool_bytes=384, ahead_bytes=256
+    )
+    try:
+        assert host.wait_pool(timeout_s=60)
+        assert host.num_ready() == 3
+        blocks = [host.take() for _ in range(4 * 3)]  # uses up the pool's three slabs
+        assert host.counters.num_slabs_ready == 3
+        assert host.counters.num_slabs_on_demand == 0
+        deadline = time.monotonic() + 60
+        while host.num_ready() < 2 and time.monotonic() < deadline:  # refilled to 2, no more
+            time.sleep(0.01)
+        time.sleep(0.05)
+        assert host.num_ready() == 2
+        assert len({b.untyped_storage().data_ptr() for b in blocks}) == 3
+    finally:
+        host.close()
+
+
+def test_take_allocates_itself_when_no_slab_is_ready() -> None:
+    host = HostBlocks((8,), torch.float32, pinned=False, slab_blocks=2)
+    host.take()
+    assert host.counters.num_slabs_on_demand == 1
+    assert host.counters.num_slabs_ready == 0
+    assert host.wait_pool(timeout_s=0)  # no pool asked for: ready at once
+    host.close()
+
+
+def test_close_stops_the_pinner_and_drops_its_ready_slabs() -> None:
+    host = HostBlocks((8,), torch.float32, pinned=False, slab_blocks=2, ahead_bytes=64 * 4)
+    assert host.wait_pool(timeout_s=60)
+    host.close()
+    assert host._pinner is not None and not host._pinner.is_alive()
+    assert host.num_ready() == 0
+    host.take()  # still usable after close: allocates itself
