@@ -182,7 +182,6 @@ def ask_the_collection(page, expect) -> None:
     wait_for_the_script(page)
     page.get_by_text("Documents (0)").click()
     pick(page, "Add documents", "Office Lease Agreement")
-    page.keyboard.press("Escape")  # the picker's list
     page.get_by_role("button", name="Add", exact=True).click()
     page.get_by_text("Documents (1)").wait_for()
     wait_for_the_script(page)
@@ -213,20 +212,31 @@ def wait_for_the_script(page) -> None:
 
 
 def pick(page, label: str, option: str, attempts: int = 5) -> None:
-    """Open a multiselect by its label and choose an option; a list closed by a late rerun is
-    opened again, as a person would."""
+    """Open a multiselect by its label and choose an option, then look that it took (a chip
+    naming it), as a person would: a list closed by a late rerun is opened again, and a choice
+    made on an element a rerun then replaced (the picker shows empty) is made again."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     picker = page.get_by_label(label)
+    # The widget, not its list (drawn elsewhere in the page): its chips name what is chosen.
+    chosen = page.get_by_test_id("stMultiSelect").filter(has_text=option)
     for _ in range(attempts - 1):
+        if chosen.count():
+            return
         picker.click()
         with contextlib.suppress(PlaywrightTimeout):
             page.get_by_role("option").filter(has_text=option).first.click(timeout=3_000)
+            page.keyboard.press("Escape")  # the list
+            wait_for_the_script(page)
+            chosen.first.wait_for(timeout=3_000)
             return
         page.keyboard.press("Escape")
         wait_for_the_script(page)
-    picker.click()
-    page.get_by_role("option").filter(has_text=option).first.click()
+    if not chosen.count():
+        picker.click()
+        page.get_by_role("option").filter(has_text=option).first.click()
+        page.keyboard.press("Escape")
+    chosen.first.wait_for()
 
 
 def ask_the_document(page, stack: str, pdf: Path) -> None:
