@@ -100,8 +100,10 @@ def test_the_largest_pages_the_caps_accept_are_stored_within_the_cap(
     tmp_path: Path, model_cache_dir: Path, count_tokens
 ) -> None:
     # 16 pages just under the page cap, four-character sentences: the splitter's worst shape.
+    # Sixteen of them a text operator: the same text, and pypdf reads it in a tenth of the time
+    # (one operator a sentence took it about a minute of this test's on CI's machine).
     pdf = pdf_factory.amplified_pdf(
-        tmp_path, num_pages=16, chars_per_page=99_000, lines=False, sentence=b"Go. "
+        tmp_path, num_pages=16, chars_per_page=99_000, lines=False, sentence=b"Go. " * 16
     )
 
     reply = ingest_under_cap(tmp_path, pdf, model_cache_dir, headroom_mb=512)
