@@ -13,16 +13,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app.db.session import make_engine, session_factory
+from app.embedding_models import MODELS, NO_EMBEDDING_MODEL, EmbedderUnavailableError
 from app.errors import AppError
 from app.services import access, documents
 from worker.cli import as_user
 from worker.cli.common import console, exit_on_error, load_settings, open_session
-from worker.model.embedder import (
-    MODELS,
-    NO_EMBEDDING_MODEL,
-    EmbedderUnavailableError,
-    load_embedder,
-)
 from worker.model.vector_store import ensure_vectors
 
 commands = typer.Typer()
@@ -69,6 +64,8 @@ def embed(
             console.print("Every document's passages have vectors already; nothing to do.")
             return
         try:
+            from worker.model.embedder import load_embedder  # torch: only when it embeds
+
             embedder = load_embedder(settings.embedding_model)
         except EmbedderUnavailableError as error:
             raise _EmbeddingsOff(error.message) from None

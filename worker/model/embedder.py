@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from app.embedding_models import (
     DEFAULT_EMBEDDING_MODEL,
@@ -57,6 +56,7 @@ class TransformerEmbedder(SentenceEncoder):
         device: str | None = None,
         batch_size: int = 32,
     ) -> None:
+        import torch  # here: the CLI imports this module, and most commands embed nothing
         from transformers import AutoModel
 
         if batch_size < 1:
@@ -77,9 +77,10 @@ class TransformerEmbedder(SentenceEncoder):
         with self._lock:
             return self._embed(texts)
 
-    @torch.inference_mode()
     def _encode_windows(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """Per window, the sum of its token vectors and its number of tokens."""
+        import torch
+
         length = max(len(ids) for ids in batch)
         # input_ids, mask: [B, T]
         input_ids = torch.full((len(batch), length), self._pad, dtype=torch.long)
@@ -88,11 +89,12 @@ class TransformerEmbedder(SentenceEncoder):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             mask[row, : len(ids)] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        # hidden: [B, T, D]
-        hidden = self._model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-        weights = mask.unsqueeze(-1).to(hidden.dtype)  # [B, T, 1]
-        token_sums = (hidden * weights).sum(dim=1)  # [B, D]
-        return token_sums.float().cpu().numpy(), mask.sum(dim=1).cpu().numpy()
+        with torch.inference_mode():
+            # hidden: [B, T, D]
+            hidden = self._model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+            weights = mask.unsqueeze(-1).to(hidden.dtype)  # [B, T, 1]
+            token_sums = (hidden * weights).sum(dim=1)  # [B, D]
+            return token_sums.float().cpu().numpy(), mask.sum(dim=1).cpu().numpy()
 
 
 def load_embedder(
