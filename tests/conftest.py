@@ -47,8 +47,9 @@ def shared_session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> P
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
-    """Held by one process of the run at a time (the others wait for it)."""
-    with (folder / ".lock").open("w") as lock:
+    """Held by one process of the run at a time (the others wait for it). The lock file lies
+    beside the folder, not in it: nothing but what the fixtures make is inside."""
+    with folder.with_name(f".{folder.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
