@@ -14,7 +14,9 @@ prompt is about --prompt-tokens tokens (distinct per request, so no prefix cache
 for --new-tokens tokens with vLLM's ignore_eos (--no-ignore-eos leaves it out, for a server that
 refuses unknown fields; a server may then stop early: the tokens counted are the usage's). Measured: output tokens/s over the level (all completion tokens
 / wall time), time to first token p50/p99 (request sent to first content chunk) and inter-token
-latency p99 (gaps between content chunks; a chunk holding several tokens counts once). Results:
+latency p99 (gaps between content chunks; a chunk holding several tokens counts once), and with
+--rounds 1 the output rate while every stream decodes (bench/generate.py's figure). --warmup N
+first sends N requests at once, unmeasured (a fresh server's first use of its kernels). Results:
 bench/results/serve_<label>.json; the .md beside it is written by hand from it.
 """
 
@@ -52,6 +54,7 @@ WORDS = [
 class One:
     ttft_s: float | None = None
     gaps_s: list[float] = field(default_factory=list)
+    chunk_times: list[float] = field(default_factory=list)  # each content chunk's arrival
     completion_tokens: int = 0
     error: str | None = None
 
@@ -70,6 +73,11 @@ class Level:
     # concurrency x the median stream's decode rate (tokens after its first over the time they
     # took): the output rate while every stream decodes, without the prefills' wall time.
     decode_tokens_per_s: float | None = None
+    # Output tokens/s in the window where every stream of the level has its first token and none
+    # has finished (a chunk counts its request's tokens per chunk): bench/generate.py's "while
+    # all decode" figure seen from the client. None when no such window (rounds > 1 staggers).
+    all_decoding_tokens_per_s: float | None = None
+    all_decoding_s: float | None = None
 
 
 PROMPT_HEAD = "Repeat the following words :"
@@ -111,6 +119,7 @@ async def one_request(
                 choices = chunk.get("choices") or []
                 if choices and (choices[0].get("delta") or {}).get("content"):
                     now = time.perf_counter()
+                    result.chunk_times.append(now)
                     if last is None:
                         result.ttft_s = now - sent
                     else:
@@ -155,6 +164,7 @@ async def run_level(name: str, url: str, concurrency: int, args: argparse.Namesp
     ]
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     gaps = [gap for r in ok for gap in r.gaps_s]
+    window = all_decoding(ok) if len(ok) == concurrency > 1 else None
     return Level(
         target=name,
         concurrency=concurrency,
@@ -166,7 +176,35 @@ async def run_level(name: str, url: str, concurrency: int, args: argparse.Namesp
         ttft_p99_s=percentile(ttfts, 0.99),
         itl_p99_s=percentile(gaps, 0.99),
         decode_tokens_per_s=round(concurrency * statistics.median(rates), 1) if rates else None,
+        all_decoding_tokens_per_s=window[0] if window else None,
+        all_decoding_s=window[1] if window else None,
     )
+
+
+def all_decoding(results: list[One]) -> tuple[float, float] | None:
+    """(tokens/s, seconds) over the window from the last first chunk to the first last chunk of
+    requests that all ran at once; None when the window is empty."""
+    if any(len(r.chunk_times) < 2 for r in results):
+        return None
+    start = max(r.chunk_times[0] for r in results)
+    end = min(r.chunk_times[-1] for r in results)
+    if end <= start:
+        return None
+    tokens = 0.0
+    for r in results:
+        per_chunk = max(r.completion_tokens, len(r.chunk_times)) / len(r.chunk_times)
+        tokens += per_chunk * sum(1 for t in r.chunk_times if start < t <= end)
+    return round(tokens / (end - start), 1), round(end - start, 3)
+
+
+async def warm_up(url: str, count: int, args: argparse.Namespace) -> None:
+    """count requests at once, not measured: the server's kernels, graphs and caches warm."""
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    async with httpx.AsyncClient(headers=headers, timeout=args.timeout) as client:
+        model = args.model or (await client.get(f"{url}/v1/models")).json()["data"][0]["id"]
+        await asyncio.gather(
+            *(one_request(client, url, model, 10**6 + i, args) for i in range(count))
+        )
 
 
 def main() -> None:
@@ -177,6 +215,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=2, help="requests per stream slot")
     parser.add_argument("--model", default="", help="default: the server's first model")
+    parser.add_argument("--warmup", type=int, default=0, help="requests at once before measuring")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--label", default="")
@@ -195,6 +234,8 @@ def main() -> None:
     rows: list[Level] = []
     for target in args.target:
         name, _, url = target.partition("=")
+        if args.warmup:
+            asyncio.run(warm_up(url.rstrip("/"), args.warmup, args))
         for concurrency in levels:
             row = asyncio.run(run_level(name, url.rstrip("/"), concurrency, args))
             rows.append(row)
