@@ -1,6 +1,6 @@
 """Loading a prompt's blocks up from the lower tiers: disk reads ahead on a thread pool, and
-copies into the KV cache in groups (on a GPU: one DMA per block into a staging buffer on a side
-stream, then one scatter into the cache per group).
+copies into the KV cache in groups (on a GPU: one DMA per run of adjacent host blocks into a
+staging buffer on a side stream, then one scatter into the cache per group).
 
 File reads, checksums and tensor copies release the GIL, so the pool's threads read and check
 several files at once while the engine's thread copies the ones already read.
@@ -21,13 +21,44 @@ from engine.kv_tiers.disk_tier import DiskTier
 
 CPU_TIER, DISK_TIER = "cpu", "disk"
 READ_AHEAD_BLOCKS = 64
+MAX_READ_THREADS = 16  # each reads a file into pinned memory and checks it, the GIL released
 COPY_GROUP_BLOCKS = 64  # on a GPU: a staging buffer of this many blocks (128 MB at 8B bf16)
 
 Key = tuple[int, tuple[int, ...]]  # (chain hash, token ids)
 
 
 def make_read_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="kv-read")
+    return ThreadPoolExecutor(
+        max_workers=min(MAX_READ_THREADS, os.cpu_count() or 1), thread_name_prefix="kv-read"
+    )
+
+
+def host_runs(blocks: list[torch.Tensor]) -> list[tuple[int, int]]:
+    """[start, end) of the runs of blocks that lie one after another in one host allocation
+    (blocks cut in turn from a slab do): each run can move in one copy instead of one a block."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for index in range(1, len(blocks) + 1):
+        if index < len(blocks):
+            before, block = blocks[index - 1], blocks[index]
+            if (
+                block.untyped_storage().data_ptr() == before.untyped_storage().data_ptr()
+                and block.data_ptr() == before.data_ptr() + before.nbytes
+                and block.is_contiguous()
+                and before.is_contiguous()
+            ):
+                continue
+        runs.append((start, index))
+        start = index
+    return runs
+
+
+def run_view(blocks: list[torch.Tensor], start: int, end: int) -> torch.Tensor:
+    """The run blocks[start:end] (host_runs) as one tensor [end - start, *block shape]."""
+    first = blocks[start]
+    return first.as_strided(
+        (end - start, *first.shape), (first.numel(), *first.stride()), first.storage_offset()
+    )
 
 
 def lower_hits(
@@ -117,8 +148,8 @@ class CacheWriter:
             staging = torch.empty(
                 (len(self._kvs), *self._kvs[0].shape), dtype=self.cache.dtype, device=device
             )
-            for row, kv in zip(staging, self._kvs, strict=True):
-                row.copy_(kv, non_blocking=True)
+            for start, end in host_runs(self._kvs):  # one DMA per run of adjacent host blocks
+                staging[start:end].copy_(run_view(self._kvs, start, end), non_blocking=True)
             index = torch.tensor(self._block_ids, device="cpu").to(device, non_blocking=True)
             self.cache.index_copy_(2, index, staging.movedim(0, 2))
         self._block_ids, self._kvs = [], []

@@ -26,7 +26,15 @@ import torch
 from engine.block_manager import NO_PARENT_HASH, BlockManager, compute_block_hash
 from engine.kv_cache import KVCache
 from engine.kv_tiers.block_file import BlockMisfit
-from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, CacheWriter, lower_hits, make_read_pool
+from engine.kv_tiers.block_loads import (
+    CPU_TIER,
+    DISK_TIER,
+    CacheWriter,
+    host_runs,
+    lower_hits,
+    make_read_pool,
+    run_view,
+)
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, check_tag
 from engine.kv_tiers.disk_writer import DiskWriter
@@ -243,12 +251,19 @@ class TieredKVCache:
         self.blocks.hold(block_ids)  # not reused until the copy is done
         stream = self._streams[1]
         stream.wait_stream(torch.cuda.current_stream(self.device))  # after the step's writes
-        items = []
+        hosts = [self._host.take() for _ in todo]
+        items = [
+            (block_hash, token_ids, host, tag)
+            for (_, block_hash, token_ids, tag), host in zip(todo, hosts, strict=True)
+        ]
         with torch.cuda.stream(stream):
-            for block_id, block_hash, token_ids, tag in todo:
-                host = self._host.take()
-                host.copy_(tensor[:, :, block_id], non_blocking=True)
-                items.append((block_hash, token_ids, host, tag))
+            # Per run of adjacent host blocks (a slab's): one gather on the GPU and one DMA, not
+            # a copy a block (a 128K prefill registers 8,192 blocks; their launches alone held
+            # the engine's thread for seconds).
+            index = torch.tensor(block_ids).to(self.device, non_blocking=True)
+            for start, end in host_runs(hosts):
+                gathered = tensor.movedim(2, 0).index_select(0, index[start:end])  # contiguous
+                run_view(hosts, start, end).copy_(gathered, non_blocking=True)
             done = torch.cuda.Event()
             done.record(stream)
         self._pending.append(_PendingSave(done, block_ids, items))

@@ -7,6 +7,7 @@ import weakref
 
 import torch
 
+from engine.kv_tiers.block_loads import host_runs, run_view
 from engine.kv_tiers.host_blocks import HostBlocks
 
 
@@ -76,3 +77,18 @@ def test_close_stops_the_pinner_and_drops_its_ready_slabs() -> None:
     assert host._pinner is not None and not host._pinner.is_alive()
     assert host.num_ready() == 0
     host.take()  # still usable after close: allocates itself
+
+
+def test_runs_of_adjacent_blocks_move_as_one_tensor() -> None:
+    host = HostBlocks((2, 3), torch.float32, pinned=False, slab_blocks=4)
+    blocks = [host.take() for _ in range(6)]  # slab one: 0-3, slab two: 4-5
+    blocks.insert(2, torch.zeros(2, 3))  # a block from elsewhere breaks the first run
+    runs = host_runs(blocks)
+    assert runs == [(0, 2), (2, 3), (3, 5), (5, 7)]
+    for start, end in runs:
+        view = run_view(blocks, start, end)
+        assert view.shape == (end - start, 2, 3)
+        view.copy_(torch.arange(start, end, dtype=torch.float32).view(-1, 1, 1).expand(-1, 2, 3))
+    assert [int(b[1, 2]) for b in blocks] == list(range(7))  # each block written through its run
+    assert host_runs([]) == []
+    assert host_runs(list(reversed(blocks[:2]))) == [(0, 1), (1, 2)]  # out of order: no run

@@ -1,0 +1,149 @@
+"""How fast the disk tier's block files come back into host memory, by reader threads: through
+the disk tier's checked reads (`lower_hits`, as a load after a restart does) and as bare
+`readinto` calls, from a page cache just written (issue 24: >= 10 GB/s from a warm page cache).
+
+Usage: python3 bench/kv_disk_read.py [--blocks 2048] [--threads 1 4 8 16] [--dir D] [--label L]
+Block shape: the 8B shape's (2 MB of bf16 a block of 16 tokens). Host memory pinned on a GPU
+machine, as the tiers' is. Results: bench/results/kv_disk_read_<label>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.kv_tiers.block_loads import lower_hits  # noqa: E402
+from engine.kv_tiers.disk_tier import DiskTier  # noqa: E402
+
+BLOCK_SHAPE = (2, 32, 16, 8, 128)  # [K/V, layers, tokens, KV heads, head dim] of Llama-3-8B
+
+
+class Slots:
+    """The next free row of the host buffer, for the reader threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def reset(self) -> None:
+        self._next = 0
+
+    def next(self) -> int:
+        with self._lock:
+            self._next += 1
+            return self._next - 1
+
+
+def meminfo() -> dict[str, int]:
+    """MemAvailable, Cached and Dirty in MiB, and the cgroup's memory limit where one is set."""
+    info: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, value = line.split(":", 1)
+            if name in ("MemAvailable", "Cached", "Dirty"):
+                info[name + "_mib"] = int(value.split()[0]) // 1024
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        info["cgroup_memory_max_mib"] = -1 if limit == "max" else int(limit) // 2**20
+    except (OSError, ValueError):
+        pass
+    return info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=2048)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
+    parser.add_argument("--dir", type=Path, default=None, help="default: a temporary folder")
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kv-disk-read-", dir=args.dir))
+    pinned = torch.cuda.is_available()
+    disk = DiskTier(root, "bench", max_bytes=1 << 50)
+    keys = [(i * 7919 + 1, tuple(range(i % 1000, i % 1000 + 16))) for i in range(args.blocks)]
+    source = torch.randn(BLOCK_SHAPE).to(torch.bfloat16)
+    payload = memoryview(source.view(-1).view(torch.uint8).numpy())
+    started = time.perf_counter()
+    for block_hash, token_ids in keys:
+        disk.write(block_hash, token_ids, payload, dtype="bfloat16", shape=BLOCK_SHAPE, tag="t")
+    write_s = time.perf_counter() - started
+    host = torch.empty((args.blocks, *BLOCK_SHAPE), dtype=torch.bfloat16, pin_memory=pinned)
+    num_bytes = host.numel() * host.element_size()
+    rows = []
+    slots = Slots()
+    for threads in args.threads:
+        pool = ThreadPoolExecutor(threads)
+        for kind in ("checked", "readinto"):
+            host.zero_()
+            slots.reset()
+
+            def read(block_hash: int, token_ids: tuple[int, ...]) -> torch.Tensor | None:
+                kept = []
+
+                def take(dtype: str, shape: tuple[int, ...], size: int) -> memoryview:
+                    kv = host[slots.next()]
+                    kept.append(kv)
+                    return memoryview(kv.view(-1).view(torch.uint8).numpy())
+
+                return kept[0] if disk.read(block_hash, token_ids, take) is not None else None
+
+            def bare(index: int) -> None:
+                path = root / disk.relative_path(keys[index][0])
+                with open(path, "rb") as file:
+                    file.readinto(memoryview(host[index].view(-1).view(torch.uint8).numpy()))
+
+            started = time.perf_counter()
+            if kind == "checked":
+                waited = {"cpu": 0.0, "disk": 0.0}
+                hits = lower_hits(
+                    keys, cpu=None, disk=disk, read_disk=read, pool=pool, waited=waited
+                )
+                num_read = sum(1 for _ in hits)
+                assert num_read == args.blocks, num_read
+            else:
+                list(pool.map(bare, range(args.blocks)))
+            seconds = time.perf_counter() - started
+            rows.append(
+                {
+                    "threads": threads,
+                    "kind": kind,
+                    "seconds": seconds,
+                    "gb_per_s": num_bytes / seconds / 1e9,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+        pool.shutdown()
+    result = {
+        "blocks": args.blocks,
+        "bytes": num_bytes,
+        "pinned": pinned,
+        "write_s": write_s,
+        "cpu_count": os.cpu_count(),
+        "memory": meminfo(),
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "rows": rows,
+    }
+    shutil.rmtree(root, ignore_errors=True)
+    if args.label:
+        out = args.out_dir / f"kv_disk_read_{args.label}.json"
+        out.write_text(json.dumps(result, indent=2))
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
+
+
+if __name__ == "__main__":
+    main()
