@@ -30,10 +30,9 @@ from engine.kv_tiers.block_loads import (
     CPU_TIER,
     DISK_TIER,
     CacheWriter,
-    host_runs,
+    copy_blocks_to_host,
     lower_hits,
     make_read_pool,
-    run_view,
 )
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, check_tag
@@ -243,27 +242,22 @@ class TieredKVCache:
 
     def _copy_out(self, todo: list[tuple[int, int, tuple[int, ...], str]]) -> None:
         tensor = self.kv_cache.tensor
-        if not self._is_cuda:
-            for block_id, block_hash, token_ids, tag in todo:
-                self._keep(block_hash, token_ids, tensor[:, :, block_id].clone(), tag)
-            return
         block_ids = [item[0] for item in todo]
-        self.blocks.hold(block_ids)  # not reused until the copy is done
-        stream = self._streams[1]
-        stream.wait_stream(torch.cuda.current_stream(self.device))  # after the step's writes
         hosts = [self._host.take() for _ in todo]
         items = [
             (block_hash, token_ids, host, tag)
             for (_, block_hash, token_ids, tag), host in zip(todo, hosts, strict=True)
         ]
+        if not self._is_cuda:
+            copy_blocks_to_host(tensor, block_ids, hosts)
+            for block_hash, token_ids, host, tag in items:
+                self._keep(block_hash, token_ids, host, tag)
+            return
+        self.blocks.hold(block_ids)  # not reused until the copy is done
+        stream = self._streams[1]
+        stream.wait_stream(torch.cuda.current_stream(self.device))  # after the step's writes
         with torch.cuda.stream(stream):
-            # Per run of adjacent host blocks (a slab's): one gather on the GPU and one DMA, not
-            # a copy a block (a 128K prefill registers 8,192 blocks; their launches alone held
-            # the engine's thread for seconds).
-            index = torch.tensor(block_ids).to(self.device, non_blocking=True)
-            for start, end in host_runs(hosts):
-                gathered = tensor.movedim(2, 0).index_select(0, index[start:end])  # contiguous
-                run_view(hosts, start, end).copy_(gathered, non_blocking=True)
+            copy_blocks_to_host(tensor, block_ids, hosts)
             done = torch.cuda.Event()
             done.record(stream)
         self._pending.append(_PendingSave(done, block_ids, items))

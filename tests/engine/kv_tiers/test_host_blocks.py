@@ -7,7 +7,12 @@ import weakref
 
 import torch
 
-from engine.kv_tiers.block_loads import host_runs, run_view
+from engine.kv_tiers.block_loads import (
+    copy_blocks_from_host,
+    copy_blocks_to_host,
+    host_runs,
+    run_view,
+)
 from engine.kv_tiers.host_blocks import HostBlocks
 
 
@@ -92,3 +97,23 @@ def test_runs_of_adjacent_blocks_move_as_one_tensor() -> None:
     assert [int(b[1, 2]) for b in blocks] == list(range(7))  # each block written through its run
     assert host_runs([]) == []
     assert host_runs(list(reversed(blocks[:2]))) == [(0, 1), (1, 2)]  # out of order: no run
+
+
+def test_blocks_go_down_and_come_back_by_runs_to_the_right_places() -> None:
+    # A cache [K/V, layers, blocks, block size, KV heads, head dim]; blocks chosen out of order.
+    cache = torch.randn(2, 3, 12, 4, 2, 5)
+    block_ids = [7, 2, 9, 0, 11, 5, 3]
+    host = HostBlocks((2, 3, 4, 2, 5), torch.float32, pinned=False, slab_blocks=3)
+    hosts = [host.take() for _ in block_ids]  # runs of 3, 3 and 1
+    assert host_runs(hosts) == [(0, 3), (3, 6), (6, 7)]
+    copy_blocks_to_host(cache, block_ids, hosts)
+    for block_id, kv in zip(block_ids, hosts, strict=True):
+        assert torch.equal(kv, cache[:, :, block_id])
+    target = torch.zeros_like(cache)
+    places = [4, 1, 10, 6, 8, 2, 0]
+    mixed = [*hosts[:4], cache[:, :, 5].clone(), *hosts[5:]]  # one block from elsewhere
+    copy_blocks_from_host(target, places, mixed)
+    for place, kv in zip(places, mixed, strict=True):
+        assert torch.equal(target[:, :, place], kv)
+    untouched = [b for b in range(12) if b not in places]
+    assert not target[:, :, untouched].any()
