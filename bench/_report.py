@@ -76,6 +76,21 @@ def _cpu_model() -> str:
     return name
 
 
+def meminfo() -> dict[str, int]:
+    """MemAvailable, Cached and Dirty in MiB, and the cgroup's memory limit where one is set."""
+    info: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, value = line.split(":", 1)
+            if name in ("MemAvailable", "Cached", "Dirty"):
+                info[name + "_mib"] = int(value.split()[0]) // 1024
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        info["cgroup_memory_max_mib"] = -1 if limit == "max" else int(limit) // 2**20
+    except (OSError, ValueError):
+        pass
+    return info
+
+
 def hardware(device: torch.device) -> dict[str, Any]:
     info: dict[str, Any] = {
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),

@@ -25,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._report import meminfo  # noqa: E402
 from engine.kv_tiers.block_loads import lower_hits  # noqa: E402
 from engine.kv_tiers.disk_tier import DiskTier  # noqa: E402
 
@@ -45,21 +46,6 @@ class Slots:
         with self._lock:
             self._next += 1
             return self._next - 1
-
-
-def meminfo() -> dict[str, int]:
-    """MemAvailable, Cached and Dirty in MiB, and the cgroup's memory limit where one is set."""
-    info: dict[str, int] = {}
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            name, value = line.split(":", 1)
-            if name in ("MemAvailable", "Cached", "Dirty"):
-                info[name + "_mib"] = int(value.split()[0]) // 1024
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        info["cgroup_memory_max_mib"] = -1 if limit == "max" else int(limit) // 2**20
-    except (OSError, ValueError):
-        pass
-    return info
 
 
 def main() -> None:

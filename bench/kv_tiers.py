@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from bench._report import hardware  # noqa: E402
+from bench._report import hardware, meminfo  # noqa: E402
 from engine import EngineConfig, LLMEngine, SamplingParams, convert_gguf  # noqa: E402
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -229,7 +229,9 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     restarted = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
     restart_pool_s = _wait_host_pool(restarted)
     _warm(restarted, warm_up)
+    memory_before = meminfo()  # Cached grows by what the disk phase reads from the disk itself
     rows["disk-tier"] = first_token(restarted, texts[3], tag)
+    memory_after = meminfo()
     restart_host = restarted.kv_write_behind_stats()
     restarted.forget_cache_tag(tag)  # leave no files behind
     restarted.close()
@@ -244,6 +246,7 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "host_pool_pinned_at_start_s": pool_s,
         "host_pool_pinned_after_restart_s": restart_pool_s,
         "host_after_disk_load": restart_host,
+        "memory_around_disk_phase": {"before": memory_before, "after": memory_after},
         "write_behind_cost_on_first_answer": rows["cold-tiered"]["ttft_s"] / cold - 1,
         "speedup_vs_cold": {phase: cold / rows[phase]["ttft_s"] for phase in PHASES},
         "phases": rows,
@@ -314,6 +317,13 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                 f"({wb['host_on_demand_seconds']:.3f} s); host pool pinned at start in "
                 f"{result['host_pool_pinned_at_start_s']:.3f} s, after the restart in "
                 f"{result['host_pool_pinned_after_restart_s']:.3f} s."
+            )
+        before, after = (result["memory_around_disk_phase"][k] for k in ("before", "after"))
+        if "Cached_mib" in before and "Cached_mib" in after:
+            lines.append(
+                f"  Page cache around the disk phase: {before['Cached_mib']} -> "
+                f"{after['Cached_mib']} MiB (grows by what was read from the disk itself, not "
+                f"from the cache); memory available {before.get('MemAvailable_mib')} MiB."
             )
     lines.append(
         "\n`load GB/s` is bytes loaded over the engine's load time (read, check and copy into "
