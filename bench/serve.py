@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import sys
@@ -53,7 +54,6 @@ WORDS = [
 @dataclass
 class One:
     ttft_s: float | None = None
-    gaps_s: list[float] = field(default_factory=list)
     chunk_times: list[float] = field(default_factory=list)  # each content chunk's arrival
     completion_tokens: int = 0
     error: str | None = None
@@ -104,7 +104,6 @@ async def one_request(
         body["ignore_eos"] = True
     result = One()
     sent = time.perf_counter()
-    last: float | None = None
     try:
         async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
             if response.status_code != 200:
@@ -119,12 +118,9 @@ async def one_request(
                 choices = chunk.get("choices") or []
                 if choices and (choices[0].get("delta") or {}).get("content"):
                     now = time.perf_counter()
-                    result.chunk_times.append(now)
-                    if last is None:
+                    if not result.chunk_times:
                         result.ttft_s = now - sent
-                    else:
-                        result.gaps_s.append(now - last)
-                    last = now
+                    result.chunk_times.append(now)
     except httpx.HTTPError as error:
         result.error = type(error).__name__
     return result
@@ -137,14 +133,30 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def run_level(name: str, url: str, concurrency: int, args: argparse.Namespace) -> Level:
+def gaps(result: One) -> list[float]:
+    """The times between a request's content chunks."""
+    times = result.chunk_times
+    return [later - earlier for earlier, later in itertools.pairwise(times)]
+
+
+async def run_level(
+    name: str,
+    url: str,
+    concurrency: int,
+    args: argparse.Namespace,
+    *,
+    first_index: int = 0,
+    rounds: int | None = None,
+) -> Level:
+    """concurrency streams until rounds (default --rounds) x concurrency requests are done; the
+    prompts are numbered from first_index, so no two levels share one."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(headers=headers, limits=limits, timeout=args.timeout) as client:
         model = args.model or (await client.get(f"{url}/v1/models")).json()["data"][0]["id"]
-        total = args.rounds * concurrency
+        total = (rounds or args.rounds) * concurrency
         queue: asyncio.Queue[int] = asyncio.Queue()
-        for index in range(total):
+        for index in range(first_index, first_index + total):
             queue.put_nowait(index)
         results: list[One] = []
 
@@ -157,13 +169,10 @@ async def run_level(name: str, url: str, concurrency: int, args: argparse.Namesp
         await asyncio.gather(*(stream_slot() for _ in range(concurrency)))
         wall = time.perf_counter() - started
     ok = [r for r in results if r.error is None]
-    rates = [
-        (r.completion_tokens - 1) / sum(r.gaps_s)
-        for r in ok
-        if r.completion_tokens > 1 and sum(r.gaps_s) > 0
-    ]
+    spans = [(r, r.chunk_times[-1] - r.chunk_times[0]) for r in ok if len(r.chunk_times) > 1]
+    rates = [(r.completion_tokens - 1) / span for r, span in spans if r.completion_tokens > 1]
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
-    gaps = [gap for r in ok for gap in r.gaps_s]
+    all_gaps = [gap for r in ok for gap in gaps(r)]
     window = all_decoding(ok) if len(ok) == concurrency > 1 else None
     return Level(
         target=name,
@@ -174,7 +183,7 @@ async def run_level(name: str, url: str, concurrency: int, args: argparse.Namesp
         output_tokens_per_s=round(sum(r.completion_tokens for r in ok) / wall, 1),
         ttft_p50_s=statistics.median(ttfts) if ttfts else None,
         ttft_p99_s=percentile(ttfts, 0.99),
-        itl_p99_s=percentile(gaps, 0.99),
+        itl_p99_s=percentile(all_gaps, 0.99),
         decode_tokens_per_s=round(concurrency * statistics.median(rates), 1) if rates else None,
         all_decoding_tokens_per_s=window[0] if window else None,
         all_decoding_s=window[1] if window else None,
@@ -195,16 +204,6 @@ def all_decoding(results: list[One]) -> tuple[float, float] | None:
         per_chunk = max(r.completion_tokens, len(r.chunk_times)) / len(r.chunk_times)
         tokens += per_chunk * sum(1 for t in r.chunk_times if start < t <= end)
     return round(tokens / (end - start), 1), round(end - start, 3)
-
-
-async def warm_up(url: str, count: int, args: argparse.Namespace) -> None:
-    """count requests at once, not measured: the server's kernels, graphs and caches warm."""
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    async with httpx.AsyncClient(headers=headers, timeout=args.timeout) as client:
-        model = args.model or (await client.get(f"{url}/v1/models")).json()["data"][0]["id"]
-        await asyncio.gather(
-            *(one_request(client, url, model, 10**6 + i, args) for i in range(count))
-        )
 
 
 def main() -> None:
@@ -234,10 +233,13 @@ def main() -> None:
     rows: list[Level] = []
     for target in args.target:
         name, _, url = target.partition("=")
-        if args.warmup:
-            asyncio.run(warm_up(url.rstrip("/"), args.warmup, args))
+        url = url.rstrip("/")
+        first_index = 0
+        if args.warmup:  # unmeasured: the server's kernels, graphs and caches warm
+            asyncio.run(run_level(name, url, args.warmup, args, first_index=10**6, rounds=1))
         for concurrency in levels:
-            row = asyncio.run(run_level(name, url.rstrip("/"), concurrency, args))
+            row = asyncio.run(run_level(name, url, concurrency, args, first_index=first_index))
+            first_index += row.requests
             rows.append(row)
             print(json.dumps(asdict(row)), flush=True)
     if args.label:
