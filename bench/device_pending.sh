@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: bash bench/device_pending.sh OUT_DIR [LABEL]   (LABEL: h200 or h100; KV_GIB=30 on an H100)
+# Usage: bash bench/device_pending.sh OUT_DIR
+# The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
+# 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
 out=${1:?OUT_DIR}
-label=${2:-h200}
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    label=h200 kv_gib=${KV_GIB:-72}
+else
+    label=h100 kv_gib=${KV_GIB:-40}
+fi
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl-serve/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 step() {  # step SECONDS NAME COMMAND...
@@ -16,10 +22,14 @@ step() {  # step SECONDS NAME COMMAND...
     tail -4 "$out/$name.log"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-# Issue 24: the tiers' tests on the GPU (the copy path by runs), the disk reads by threads, the bench.
+# Issue 24: the tiers' tests on the GPU, the disk reads by threads, the bench.
 step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
-step 60 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 1 8 16 \
+step 60 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 4 8 16 \
     --label "$label" --out-dir "$out"
 step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
-# Issue 22: longdoc serve warm, with the client-side "all decoding" rate (--rounds 1).
-step 220 serve env ONLY=longdoc LABEL="$label" bash bench/serve_h200.sh "$out" --rounds 1 --warmup 16
+# Issue 22: the engine in-process on this card (64 streams while all decode), then longdoc serve
+# with the same KV cache: together (1, 16, 64) and 16 streams spread as users at work.
+step 150 generate python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --parts concurrent \
+    --label "$label.serve-inprocess" --out-dir "$out"
+step 260 serve env ONLY=longdoc LABEL="$label" KV_GIB="$kv_gib" bash bench/serve_h200.sh "$out" \
+    --rounds 1 --warmup 16 --steady 16 --steady-rounds 4

@@ -16,7 +16,15 @@ refuses unknown fields; a server may then stop early: the tokens counted are the
 / wall time), time to first token p50/p99 (request sent to first content chunk) and inter-token
 latency p99 (gaps between content chunks; a chunk holding several tokens counts once), and with
 --rounds 1 the output rate while every stream decodes (bench/generate.py's figure). --warmup N
-first sends N requests at once, unmeasured (a fresh server's first use of its kernels). Results:
+first sends N requests at once, unmeasured (a fresh server's first use of its kernels).
+
+The levels above start every stream at once: the first requests' prefills queue behind each other
+(16 prompts of 4K tokens are 64K tokens to read before the last one's first token, over 1 s of
+compute on an H200), so their time to first token measures a burst, not a server under steady
+use. --steady 16 adds, after them, levels where the streams start spread out (stream k waits
+k x D / concurrency, D the mean time of one request alone, from the 1-stream level) and each sends
+--steady-rounds requests back to back: N users at work, arrivals spread as a closed loop keeps
+them. Rows say which ("arrivals": "together" or "spread"). Results:
 bench/results/serve_<label>.json; the .md beside it is written by hand from it.
 """
 
@@ -78,6 +86,8 @@ class Level:
     # all decode" figure seen from the client. None when no such window (rounds > 1 staggers).
     all_decoding_tokens_per_s: float | None = None
     all_decoding_s: float | None = None
+    arrivals: str = "together"  # or "spread": stream k starts at k x spacing_s (--steady)
+    spacing_s: float | None = None
 
 
 PROMPT_HEAD = "Repeat the following words :"
@@ -147,9 +157,11 @@ async def run_level(
     *,
     first_index: int = 0,
     rounds: int | None = None,
+    spacing_s: float | None = None,
 ) -> Level:
     """concurrency streams until rounds (default --rounds) x concurrency requests are done; the
-    prompts are numbered from first_index, so no two levels share one."""
+    prompts are numbered from first_index, so no two levels share one. With spacing_s, stream k
+    sends its first request k x spacing_s after the level starts."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(headers=headers, limits=limits, timeout=args.timeout) as client:
@@ -160,20 +172,22 @@ async def run_level(
             queue.put_nowait(index)
         results: list[One] = []
 
-        async def stream_slot() -> None:
+        async def stream_slot(slot: int) -> None:
+            if spacing_s:
+                await asyncio.sleep(slot * spacing_s)
             while not queue.empty():
                 index = queue.get_nowait()
                 results.append(await one_request(client, url, model, index, args))
 
         started = time.perf_counter()
-        await asyncio.gather(*(stream_slot() for _ in range(concurrency)))
+        await asyncio.gather(*(stream_slot(slot) for slot in range(concurrency)))
         wall = time.perf_counter() - started
     ok = [r for r in results if r.error is None]
     spans = [(r, r.chunk_times[-1] - r.chunk_times[0]) for r in ok if len(r.chunk_times) > 1]
     rates = [(r.completion_tokens - 1) / span for r, span in spans if r.completion_tokens > 1]
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     all_gaps = [gap for r in ok for gap in gaps(r)]
-    window = all_decoding(ok) if len(ok) == concurrency > 1 else None
+    window = all_decoding(ok) if len(ok) == concurrency > 1 and not spacing_s else None
     return Level(
         target=name,
         concurrency=concurrency,
@@ -187,6 +201,8 @@ async def run_level(
         decode_tokens_per_s=round(concurrency * statistics.median(rates), 1) if rates else None,
         all_decoding_tokens_per_s=window[0] if window else None,
         all_decoding_s=window[1] if window else None,
+        arrivals="spread" if spacing_s else "together",
+        spacing_s=round(spacing_s, 3) if spacing_s else None,
     )
 
 
@@ -215,6 +231,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="requests per stream slot")
     parser.add_argument("--model", default="", help="default: the server's first model")
     parser.add_argument("--warmup", type=int, default=0, help="requests at once before measuring")
+    parser.add_argument(
+        "--steady",
+        default="",
+        help="concurrency levels (e.g. 16) to run again with spread arrivals; needs level 1",
+    )
+    parser.add_argument("--steady-rounds", type=int, default=4, help="requests per stream")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--label", default="")
@@ -230,6 +252,9 @@ def main() -> None:
     if args.smoke:
         args.concurrency, args.prompt_tokens, args.new_tokens, args.rounds = "1,2", 64, 8, 1
     levels = [int(c) for c in args.concurrency.split(",")]
+    steady = [int(c) for c in args.steady.split(",") if c]
+    if steady and 1 not in levels:
+        parser.error("--steady spaces arrivals by one request's time alone: include level 1")
     rows: list[Level] = []
     for target in args.target:
         name, _, url = target.partition("=")
@@ -239,6 +264,24 @@ def main() -> None:
             asyncio.run(run_level(name, url, args.warmup, args, first_index=10**6, rounds=1))
         for concurrency in levels:
             row = asyncio.run(run_level(name, url, concurrency, args, first_index=first_index))
+            first_index += row.requests
+            rows.append(row)
+            print(json.dumps(asdict(row)), flush=True)
+        alone = next((r for r in rows if r.target == name and r.concurrency == 1), None)
+        for concurrency in steady:
+            assert alone is not None and alone.requests
+            spacing = alone.wall_s / alone.requests / concurrency
+            row = asyncio.run(
+                run_level(
+                    name,
+                    url,
+                    concurrency,
+                    args,
+                    first_index=first_index,
+                    rounds=args.steady_rounds,
+                    spacing_s=spacing,
+                )
+            )
             first_index += row.requests
             rows.append(row)
             print(json.dumps(asdict(row)), flush=True)

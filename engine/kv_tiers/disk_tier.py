@@ -49,6 +49,9 @@ from engine.kv_tiers.tombstones import (
 _TAG_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 STALE_TMP_S = 600.0  # a .tmp this old is a writer's that died
 EVICT_TO = 0.9  # eviction frees down to this share of the cap
+# A read moves a file's modification time (the recency every process's eviction reads) only when
+# it is older than this: a restart's load of 8,192 blocks then writes no inode at all.
+RECENCY_STEP_S = 60.0
 
 
 class InvalidCacheTag(EngineError, ValueError):
@@ -113,9 +116,9 @@ class DiskTier:
         relative = self.relative_path(block_hash)
         path = self.root / relative
         try:
-            with path.open("rb") as file:
-                size = os.fstat(file.fileno()).st_size
-                block = read_block(file, size, self.namespace, block_hash, token_ids, take)
+            with path.open("rb", buffering=0) as file:
+                stat = os.fstat(file.fileno())
+                block = read_block(file, stat.st_size, self.namespace, block_hash, token_ids, take)
         except (BlockMisfit, OSError):
             return None
         if block is None:
@@ -123,8 +126,9 @@ class DiskTier:
             self._delete(relative)
             return None
         now = time.time()
-        with contextlib.suppress(OSError):
-            os.utime(path, (now, now))  # the recency every process's eviction reads
+        if now - stat.st_mtime > RECENCY_STEP_S:
+            with contextlib.suppress(OSError):
+                os.utime(path, (now, now))
         with self._lock:
             self._index[relative] = (block.num_bytes, now)
         return block

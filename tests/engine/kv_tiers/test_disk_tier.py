@@ -41,7 +41,7 @@ def test_negative_hashes_name_files_too(tmp_path) -> None:
 
 
 def test_least_recently_used_files_go_first_past_the_cap(tmp_path) -> None:
-    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=6500)  # five blocks of ~1.25 KB, not six
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=26_000)  # five blocks of ~5.1 KB, not six
     for block_hash in range(5):
         assert _write(disk, block_hash)
         os.utime(tmp_path / disk.relative_path(block_hash), (1000 + block_hash,) * 2)
@@ -49,7 +49,7 @@ def test_least_recently_used_files_go_first_past_the_cap(tmp_path) -> None:
     assert _write(disk, 5)
     kept = [h for h in range(6) if disk.contains(h)]
     assert 0 in kept and 5 in kept and 1 not in kept
-    assert disk.total_bytes <= 6500 * 0.9 and disk.counts.num_evicted == 6 - len(kept)
+    assert disk.total_bytes <= 26_000 * 0.9 and disk.counts.num_evicted == 6 - len(kept)
 
 
 def test_a_restart_reads_the_index_and_deletes_dead_writers_files(tmp_path) -> None:
@@ -175,3 +175,42 @@ def test_the_payload_is_read_straight_into_the_callers_memory(tmp_path) -> None:
 
     assert disk.read(6, TOKENS, misfit) is None
     assert disk.counts.num_corrupt_dropped == 0 and disk.contains(6)
+
+
+def _unpad(path) -> None:
+    """Rewrite a block file as a writer before the padding wrote it: the payload right after the
+    header's JSON, at an odd offset."""
+    data = path.read_bytes()
+    start = block_file.HEAD_PREFIX + int.from_bytes(data[5:9], "little")
+    header = data[block_file.HEAD_PREFIX : start].rstrip(b" ")
+    path.write_bytes(block_file.MAGIC + len(header).to_bytes(4, "little") + header + data[start:])
+
+
+@pytest.mark.parametrize("num_tokens", [16, 1500])  # a header under a page, one over it
+@pytest.mark.parametrize("size", [1000, 10_000])  # a payload within the first page, one past it
+def test_the_payload_starts_on_a_page_and_an_unpadded_file_still_reads(
+    tmp_path, num_tokens, size
+) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    tokens = tuple(range(num_tokens))
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert disk.write(1, tokens, memoryview(payload), dtype="uint8", shape=(size,), tag="d")
+    path = tmp_path / disk.relative_path(1)
+    assert (path.stat().st_size - size) % block_file.PAYLOAD_ALIGN == 0
+    block = disk.read(1, tokens)
+    assert block is not None and bytes(block.payload) == payload
+    _unpad(path)
+    assert (path.stat().st_size - size) % block_file.PAYLOAD_ALIGN != 0
+    block = disk.read(1, tokens)
+    assert block is not None and bytes(block.payload) == payload
+    assert disk.counts.num_corrupt_dropped == 0
+
+
+def test_a_file_damaged_in_its_padding_is_dropped(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 2)
+    path = tmp_path / disk.relative_path(2)
+    data = bytearray(path.read_bytes())
+    data[block_file.PAYLOAD_ALIGN - 1] = ord("x")  # the last byte of the padding
+    path.write_bytes(bytes(data))
+    assert disk.read(2, TOKENS) is None and not path.exists()
