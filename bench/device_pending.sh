@@ -22,14 +22,14 @@ step() {  # step SECONDS NAME COMMAND...
     tail -4 "$out/$name.log"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-# Issue 24: the tiers' tests on the GPU, the disk reads by threads, the bench.
-step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
+# Issue 24: the disk reads by threads (the bench and the tiers' GPU tests come last).
 step 60 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 4 8 16 \
     --label "$label" --out-dir "$out"
-step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
 # Issue 22: the engine in-process on this card (64 streams while all decode), then longdoc serve
 # with the same KV cache: together (1, 16, 64) and 16 streams spread as users at work.
 step 150 generate python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --parts concurrent \
     --label "$label.serve-inprocess" --out-dir "$out"
 step 260 serve env ONLY=longdoc LABEL="$label" KV_GIB="$kv_gib" bash bench/serve_h200.sh "$out" \
     --rounds 1 --warmup 16 --steady 16 --steady-rounds 4
+step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
+step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
