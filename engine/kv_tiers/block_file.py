@@ -111,11 +111,11 @@ def read_block(
     take: Callable[[str, tuple[int, ...], int], memoryview] = new_buffer,
 ) -> DiskBlock | None:
     """The block in the open file of `size` bytes if it is whole and what its name says; else
-    None. file is best unbuffered: the payload then comes in one read, page-aligned in the file
-    and (a host block) in memory. The payload is read straight into take(dtype, shape, num_bytes), the memory it will be
+    None. The payload is read straight into take(dtype, shape, num_bytes), the memory it will be
     used from (a pinned host block on a GPU machine): no second copy, and no fresh buffer to
-    fault in page by page. take may raise BlockMisfit, and so does a checksum kind this process
-    cannot compute."""
+    fault in page by page. file is best unbuffered: the payload then comes in one read, from a
+    page boundary of the file into (a host block's) page-aligned memory. take may raise
+    BlockMisfit, and so does a checksum kind this process cannot compute."""
     try:
         head = file.read(min(size, PAYLOAD_ALIGN))  # the whole head of a padded file
         if len(head) < HEAD_PREFIX or not head.startswith(MAGIC):
