@@ -262,15 +262,13 @@ def main() -> None:
         first_index = 0
         if args.warmup:  # unmeasured: the server's kernels, graphs and caches warm
             asyncio.run(run_level(name, url, args.warmup, args, first_index=10**6, rounds=1))
-        for concurrency in levels:
-            row = asyncio.run(run_level(name, url, concurrency, args, first_index=first_index))
-            first_index += row.requests
-            rows.append(row)
-            print(json.dumps(asdict(row)), flush=True)
-        alone = next((r for r in rows if r.target == name and r.concurrency == 1), None)
-        for concurrency in steady:
-            assert alone is not None and alone.requests
-            spacing = alone.wall_s / alone.requests / concurrency
+        # The levels started together, then the --steady ones spread by one request's time alone.
+        plan = [(c, False) for c in levels] + [(c, True) for c in steady]
+        for concurrency, spread in plan:
+            spacing = None
+            if spread:
+                alone = next(r for r in rows if r.target == name and r.concurrency == 1)
+                spacing = alone.wall_s / alone.requests / concurrency
             row = asyncio.run(
                 run_level(
                     name,
@@ -278,7 +276,7 @@ def main() -> None:
                     concurrency,
                     args,
                     first_index=first_index,
-                    rounds=args.steady_rounds,
+                    rounds=args.steady_rounds if spread else None,
                     spacing_s=spacing,
                 )
             )

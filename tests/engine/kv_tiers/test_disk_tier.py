@@ -181,7 +181,8 @@ def _unpad(path) -> None:
     """Rewrite a block file as a writer before the padding wrote it: the payload right after the
     header's JSON, at an odd offset."""
     data = path.read_bytes()
-    start = block_file.HEAD_PREFIX + int.from_bytes(data[5:9], "little")
+    length = data[len(block_file.MAGIC) : block_file.HEAD_PREFIX]
+    start = block_file.HEAD_PREFIX + int.from_bytes(length, "little")
     header = data[block_file.HEAD_PREFIX : start].rstrip(b" ")
     path.write_bytes(block_file.MAGIC + len(header).to_bytes(4, "little") + header + data[start:])
 
