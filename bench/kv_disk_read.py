@@ -1,12 +1,8 @@
 """How fast the disk tier's block files come back into host memory, by reader threads: through
 the disk tier's checked reads (`lower_hits`, as a load after a restart does) and as bare
 `readinto` calls, from a page cache just written (issue 24: >= 10 GB/s from a warm page cache).
-The checked reads run once for each `--pieces` size: a file's payload is read and hashed a piece
-of this many bytes at a time (block_file.READ_PIECE_BYTES); a piece of a whole block (2097152)
-reads the block, then hashes it, as the tier did before it read by pieces.
 
-Usage: python3 bench/kv_disk_read.py [--blocks 2048] [--threads 1 4 8 16] [--pieces N ...]
-       [--dir D] [--label L]
+Usage: python3 bench/kv_disk_read.py [--blocks 2048] [--threads 1 4 8 16] [--dir D] [--label L]
 Block shape: the 8B shape's (2 MB of bf16 a block of 16 tokens). Host memory pinned on a GPU
 machine, as the tiers' is. Results: bench/results/kv_disk_read_<label>.json.
 """
@@ -30,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._report import meminfo  # noqa: E402
-from engine.kv_tiers import block_file  # noqa: E402
 from engine.kv_tiers.block_loads import lower_hits  # noqa: E402
 from engine.kv_tiers.disk_tier import DiskTier  # noqa: E402
 
@@ -57,9 +52,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=2048)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
-    parser.add_argument(
-        "--pieces", type=int, nargs="+", default=[block_file.READ_PIECE_BYTES], metavar="BYTES"
-    )
     parser.add_argument("--dir", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--label", default="")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
@@ -80,10 +72,7 @@ def main() -> None:
     slots = Slots()
     for threads in args.threads:
         pool = ThreadPoolExecutor(threads)
-        runs = [("checked", piece) for piece in args.pieces] + [("readinto", None)]
-        for kind, piece_bytes in runs:
-            if piece_bytes is not None:
-                block_file.READ_PIECE_BYTES = piece_bytes
+        for kind in ("checked", "readinto"):
             host.zero_()
             slots.reset()
 
@@ -117,7 +106,6 @@ def main() -> None:
                 {
                     "threads": threads,
                     "kind": kind,
-                    "piece_bytes": piece_bytes,
                     "seconds": seconds,
                     "gb_per_s": num_bytes / seconds / 1e9,
                 }
@@ -126,7 +114,6 @@ def main() -> None:
         pool.shutdown()
     result = {
         "blocks": args.blocks,
-        "block_bytes": num_bytes // args.blocks,
         "bytes": num_bytes,
         "pinned": pinned,
         "write_s": write_s,

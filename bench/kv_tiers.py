@@ -38,7 +38,6 @@ import torch  # noqa: E402
 
 from bench._report import hardware, meminfo  # noqa: E402
 from engine import EngineConfig, LLMEngine, SamplingParams, convert_gguf  # noqa: E402
-from engine.kv_tiers import block_file  # noqa: E402
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA3_8B = dict(
@@ -71,12 +70,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk", type=int, default=None, help="prefill chunk (engine plans)")
     parser.add_argument("--kv-dir", type=Path, default=None, help="disk tier (default: a temp)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
-    parser.add_argument(
-        "--read-piece-bytes",
-        type=int,
-        default=None,
-        help="the disk tier's read-and-hash piece (default: block_file.READ_PIECE_BYTES)",
-    )
     parser.add_argument("--label", default="")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
@@ -288,8 +281,7 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
         f"({meta['hardware'].get('gpu_name') or meta['hardware']['cpu_model']}, "
         f"{meta['hardware']['cpu_count']} CPUs, load average at start "
         f"{meta['hardware']['load_average_at_start'][0]:.1f}), torch "
-        f"{meta['hardware']['torch']}, {meta['hardware']['date_utc']} UTC; the disk tier reads "
-        f"and checks a file {meta.get('disk_read_piece_bytes', 'a whole block')} bytes at a time. "
+        f"{meta['hardware']['torch']}, {meta['hardware']['date_utc']} UTC. "
         "Produced by `bench/kv_tiers.py`; one run per phase, each engine warmed first by a "
         "prompt of the same length that shares no prefix.",
         "",
@@ -347,8 +339,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    if args.read_piece_bytes:
-        block_file.READ_PIECE_BYTES = args.read_piece_bytes
     model = Model(args, device, dtype)
     kv_root = args.kv_dir or Path(tempfile.mkdtemp(prefix="kv-tiers-"))
     results = []
@@ -371,7 +361,6 @@ def main(argv: list[str] | None = None) -> None:
         "model": model.name,
         "hardware": hardware(device),
         "torch_threads": torch.get_num_threads(),
-        "disk_read_piece_bytes": block_file.READ_PIECE_BYTES,
     }
     name = "kv_tiers" + (f"_{args.label}" if args.label else "")
     write_report(args.out_dir / name, meta, results)

@@ -13,11 +13,6 @@ and token ids asked for, the payload's length and its checksum. The checksum is 
 20 GB/s a core) where the xxhash package is installed, else crc32 (about 4 GB/s: it was two
 thirds of a block's read time); the header names which, so a file of either kind is read. A file
 whose checksum this process cannot compute is left for one that can, not loaded.
-
-The payload is read and checked a piece at a time (READ_PIECE_BYTES), each piece hashed while it
-is still in the core's cache: checking the whole block after reading it read it a second time
-from memory, and with several reader threads the host's memory bandwidth is the bound (an H100
-host: bare reads 10.1 GB/s with 8 threads, read-then-check 6.7, two thirds of it).
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 try:
     import xxhash
@@ -37,7 +32,6 @@ MAGIC = b"LDKV\x01"
 HEAD_PREFIX = len(MAGIC) + 4
 MAX_HEADER_BYTES = 1 << 20
 PAYLOAD_ALIGN = 4096
-READ_PIECE_BYTES = 1 << 19  # a piece read then hashed: well inside a core's L2 cache
 
 
 @dataclass
@@ -72,34 +66,19 @@ def encode_head(
     return MAGIC + len(header).to_bytes(4, "little") + header
 
 
-class _Crc32:
-    """zlib.crc32 with xxhash's streaming interface."""
-
-    def __init__(self) -> None:
-        self._value = 0
-
-    def update(self, data: memoryview) -> None:
-        self._value = zlib.crc32(data, self._value)
-
-    def intdigest(self) -> int:
-        return self._value
-
-
-def _new_hasher(kind: str) -> Any:
-    """A streaming hasher (update, intdigest) of a checksum kind a header names; None where
-    this process has none. Hashing releases the GIL in both."""
+def _checksum_function(kind: str) -> Callable[[memoryview], int] | None:
+    """The function of a checksum kind a header names; None where this process has none."""
     if kind == "xxh3_64":
-        return None if xxhash is None else xxhash.xxh3_64()
-    return _Crc32() if kind == "crc32" else None
+        return None if xxhash is None else xxhash.xxh3_64_intdigest
+    return zlib.crc32 if kind == "crc32" else None
 
 
 def checksum(payload: memoryview) -> dict[str, int]:
     """The payload's checksum, keyed by its kind as the header stores it."""
     kind = "crc32" if xxhash is None else "xxh3_64"
-    hasher = _new_hasher(kind)
-    assert hasher is not None
-    hasher.update(payload)
-    return {kind: hasher.intdigest()}
+    compute = _checksum_function(kind)
+    assert compute is not None
+    return {kind: compute(payload)}
 
 
 class BlockMisfit(Exception):
@@ -112,20 +91,13 @@ def new_buffer(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview
     return memoryview(bytearray(num_bytes))
 
 
-def _read_and_hash(file: BinaryIO, view: memoryview, hasher: Any) -> int:
-    """Bytes read into view, a piece at a time, each hashed right after it is read (while it
-    is in the cache); short reads are looped over (an unbuffered file reads once a call)."""
+def _read_into(file: BinaryIO, view: memoryview) -> int:
+    """Bytes read into view, looping over short reads (an unbuffered file reads once a call)."""
     done = 0
     while done < view.nbytes:
-        piece = view[done : done + READ_PIECE_BYTES]
-        got = 0
-        while got < piece.nbytes:
-            more = file.readinto(piece[got:])
-            if not more:
-                hasher.update(piece[:got])
-                return done + got
-            got += more
-        hasher.update(piece)
+        got = file.readinto(view[done:])
+        if not got:
+            break
         done += got
     return done
 
@@ -166,17 +138,16 @@ def read_block(
         ):
             return None
         kind = "xxh3_64" if "xxh3_64" in header else "crc32"
-        hasher = _new_hasher(kind)
-        if hasher is None:
+        compute = _checksum_function(kind)
+        if compute is None:
             raise BlockMisfit
         dtype, shape = str(header["dtype"]), tuple(header["shape"])
         payload = take(dtype, shape, num_bytes)
         early = head[start:]  # payload bytes the first read brought: an unpadded file's
         payload[: len(early)] = early
-        hasher.update(payload[: len(early)])
-        if _read_and_hash(file, payload[len(early) :], hasher) != num_bytes - len(early):
+        if _read_into(file, payload[len(early) :]) != num_bytes - len(early):
             return None
-        if header[kind] != hasher.intdigest():
+        if header[kind] != compute(payload):
             return None
         return DiskBlock(payload, dtype, shape, size)
     except (ValueError, KeyError, TypeError):

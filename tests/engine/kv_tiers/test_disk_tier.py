@@ -136,25 +136,6 @@ def test_a_damaged_file_is_dropped_whatever_its_checksum(tmp_path, checksum_kind
     assert disk.counts.num_corrupt_dropped == 1 and not path.exists()
 
 
-@pytest.mark.parametrize("where", ["first piece", "middle piece", "last byte"])
-def test_a_payload_of_several_read_pieces_is_checked_in_every_piece(
-    tmp_path, monkeypatch, checksum_kind, where
-) -> None:
-    monkeypatch.setattr(block_file, "READ_PIECE_BYTES", 4096)  # 2.5 pieces
-    size = 10_240
-    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
-    payload = bytes(range(256)) * (size // 256)
-    assert disk.write(11, TOKENS, memoryview(payload), dtype="uint8", shape=(size,), tag="d")
-    block = disk.read(11, TOKENS)
-    assert block is not None and bytes(block.payload) == payload
-    path = tmp_path / disk.relative_path(11)
-    data = bytearray(path.read_bytes())
-    offset = {"first piece": 17, "middle piece": 4096 + 17, "last byte": size - 1}[where]
-    data[len(data) - size + offset] ^= 0x01
-    path.write_bytes(bytes(data))
-    assert disk.read(11, TOKENS) is None and not path.exists()
-
-
 def test_a_crc32_file_of_an_older_writer_still_reads(tmp_path, monkeypatch) -> None:
     disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
     with monkeypatch.context() as patch:
