@@ -273,7 +273,10 @@ def _free() -> None:
 
 def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    # out + ".json", not with_suffix: a label may hold a dot (h100.whole-block-reads)
+    out.parent.joinpath(out.name + ".json").write_text(
+        json.dumps({"meta": meta, "results": results}, indent=2)
+    )
     lines = [
         "# KV tiers: time to first token of a follow-up question, by where its prefix comes from",
         "",
@@ -332,7 +335,7 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
         "is warm. A load average above the CPU count means other work shared the cores: the "
         "ratios within the run compare, the absolute times do not."
     )
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out.parent.joinpath(out.name + ".md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
