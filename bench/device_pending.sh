@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -22,14 +22,16 @@ step() {  # step SECONDS NAME COMMAND...
     tail -4 "$out/$name.log"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-# Issue 24: the disk reads by threads (the bench and the tiers' GPU tests come last).
-step 60 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 4 8 16 \
+# Issue 24: the disk reads by threads (checked as the tiers read, as a reader that knows no
+# shape, and bare), then the tiers' bench and their GPU tests. ONLY=24 stops there.
+step 90 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 4 8 16 \
     --label "$label" --out-dir "$out"
+step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
+step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
+[ "${ONLY:-}" = 24 ] && exit 0
 # Issue 22: the engine in-process on this card (64 streams while all decode), then longdoc serve
 # with the same KV cache: together (1, 16, 64) and 16 streams spread as users at work.
 step 150 generate python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --parts concurrent \
     --label "$label.serve-inprocess" --out-dir "$out"
 step 260 serve env ONLY=longdoc LABEL="$label" KV_GIB="$kv_gib" bash bench/serve_h200.sh "$out" \
     --rounds 1 --warmup 16 --steady 16 --steady-rounds 4
-step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
-step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x

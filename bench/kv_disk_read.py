@@ -1,6 +1,8 @@
 """How fast the disk tier's block files come back into host memory, by reader threads: through
-the disk tier's checked reads (`lower_hits`, as a load after a restart does) and as bare
-`readinto` calls, from a page cache just written (issue 24: >= 10 GB/s from a warm page cache).
+the disk tier's checked reads (`lower_hits`, as a load after a restart does: `checked`, the
+reader naming the block it expects, as the tiers do, so a file is one preadv; `checked-general`,
+the header read first, then the payload) and as bare `readinto` calls, from a page cache just
+written (issue 24: >= 10 GB/s from a warm page cache).
 
 Usage: python3 bench/kv_disk_read.py [--blocks 2048] [--threads 1 4 8 16] [--dir D] [--label L]
 Block shape: the 8B shape's (2 MB of bf16 a block of 16 tokens). Host memory pinned on a GPU
@@ -68,15 +70,22 @@ def main() -> None:
     write_s = time.perf_counter() - started
     host = torch.empty((args.blocks, *BLOCK_SHAPE), dtype=torch.bfloat16, pin_memory=pinned)
     num_bytes = host.numel() * host.element_size()
+    block_bytes = num_bytes // args.blocks
     rows = []
     slots = Slots()
     for threads in args.threads:
         pool = ThreadPoolExecutor(threads)
-        for kind in ("checked", "readinto"):
+        for kind in ("checked", "checked-general", "readinto"):
             host.zero_()
             slots.reset()
 
-            def read(block_hash: int, token_ids: tuple[int, ...]) -> torch.Tensor | None:
+            expected = ("bfloat16", BLOCK_SHAPE, block_bytes) if kind == "checked" else None
+
+            def read(
+                block_hash: int,
+                token_ids: tuple[int, ...],
+                expect: tuple[str, tuple[int, ...], int] | None = expected,
+            ) -> torch.Tensor | None:
                 kept = []
 
                 def take(dtype: str, shape: tuple[int, ...], size: int) -> memoryview:
@@ -84,7 +93,8 @@ def main() -> None:
                     kept.append(kv)
                     return memoryview(kv.view(-1).view(torch.uint8).numpy())
 
-                return kept[0] if disk.read(block_hash, token_ids, take) is not None else None
+                block = disk.read(block_hash, token_ids, take, expect)
+                return kept[0] if block is not None else None
 
             def bare(index: int) -> None:
                 path = root / disk.relative_path(keys[index][0])
@@ -92,7 +102,7 @@ def main() -> None:
                     file.readinto(memoryview(host[index].view(-1).view(torch.uint8).numpy()))
 
             started = time.perf_counter()
-            if kind == "checked":
+            if kind != "readinto":
                 waited = {"cpu": 0.0, "disk": 0.0}
                 hits = lower_hits(
                     keys, cpu=None, disk=disk, read_disk=read, pool=pool, waited=waited

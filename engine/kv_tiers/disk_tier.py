@@ -32,11 +32,14 @@ from pathlib import Path
 
 from engine.errors import EngineError
 from engine.kv_tiers.block_file import (
+    HAS_PREADV,
+    OTHER_LAYOUT,
     BlockMisfit,
     DiskBlock,
     encode_head,
     new_buffer,
     read_block,
+    read_expected,
 )
 from engine.kv_tiers.tombstones import (
     BLOCK_PATH,
@@ -50,7 +53,8 @@ _TAG_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 STALE_TMP_S = 600.0  # a .tmp this old is a writer's that died
 EVICT_TO = 0.9  # eviction frees down to this share of the cap
 # A read moves a file's modification time (the recency every process's eviction reads) only when
-# it is older than this: a restart's load of 8,192 blocks then writes no inode at all.
+# it is older than this, and later (apply_touches: after the load, on the writer's thread), so a
+# load of 8,192 blocks makes no utime call on its readers' threads.
 RECENCY_STEP_S = 60.0
 
 
@@ -93,6 +97,7 @@ class DiskTier:
             _make_dir(self.root / name, self._dir_mode)
         # Every block file of the folder (all namespaces): relative path -> (bytes, last use).
         self._index: dict[str, tuple[int, float]] = {}
+        self._touches: dict[str, float] = {}  # files read, whose time is still to be moved
         self._total_bytes = 0
         self.rebuild_index()
 
@@ -110,28 +115,61 @@ class DiskTier:
         block_hash: int,
         token_ids: tuple[int, ...],
         take: Callable[[str, tuple[int, ...], int], memoryview] = new_buffer,
+        expect: tuple[str, tuple[int, ...], int] | None = None,
     ) -> DiskBlock | None:
         """The block's payload, checked, in memory from take (block_file.read_block); None when
-        absent, a misfit (take raised BlockMisfit), or unreadable (then deleted)."""
+        absent, a misfit (take raised BlockMisfit), or unreadable (then deleted). expect, the
+        (dtype, shape, bytes) the reader will take: a padded file of that block is then read in
+        one call into take's memory (block_file.read_expected)."""
         relative = self.relative_path(block_hash)
-        path = self.root / relative
         try:
-            with path.open("rb", buffering=0) as file:
-                stat = os.fstat(file.fileno())
-                block = read_block(file, stat.st_size, self.namespace, block_hash, token_ids, take)
+            fd = os.open(self.root / relative, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            block = self._read_open(fd, block_hash, token_ids, take, expect)
         except (BlockMisfit, OSError):
             return None
+        finally:
+            os.close(fd)
         if block is None:
             self.counts.num_corrupt_dropped += 1
             self._delete(relative)
             return None
         now = time.time()
-        if now - stat.st_mtime > RECENCY_STEP_S:
-            with contextlib.suppress(OSError):
-                os.utime(path, (now, now))
         with self._lock:
-            self._index[relative] = (block.num_bytes, now)
+            _, last_use = self._index.get(relative, (0, 0.0))  # the file's time, as last known
+            if now - last_use > RECENCY_STEP_S:
+                last_use = self._touches[relative] = now
+            self._index[relative] = (block.num_bytes, last_use)
         return block
+
+    def _read_open(
+        self,
+        fd: int,
+        block_hash: int,
+        token_ids: tuple[int, ...],
+        take: Callable[[str, tuple[int, ...], int], memoryview],
+        expect: tuple[str, tuple[int, ...], int] | None,
+    ) -> DiskBlock | None:
+        if expect is not None and HAS_PREADV:
+            dtype, shape, num_bytes = expect
+            payload = take(dtype, shape, num_bytes)
+            block = read_expected(
+                fd, self.namespace, block_hash, token_ids, (dtype, shape), payload
+            )
+            if block != OTHER_LAYOUT:
+                return block  # type: ignore[return-value]
+
+            def take_again(dtype: str, shape: tuple[int, ...], size: int) -> memoryview:
+                if (dtype, shape, size) != expect:
+                    raise BlockMisfit
+                return payload
+
+            take = take_again
+        size = os.fstat(fd).st_size
+        with open(fd, "rb", buffering=0, closefd=False) as file:
+            return read_block(file, size, self.namespace, block_hash, token_ids, take)
 
     # ---- write ----------------------------------------------------------------------------
 
@@ -230,9 +268,20 @@ class DiskTier:
     def total_bytes(self) -> int:
         return self._total_bytes
 
+    def apply_touches(self) -> int:
+        """Move the modification time of the files read since the last call (read() leaves it
+        for later, off its readers' threads); the number of files."""
+        with self._lock:
+            touches, self._touches = self._touches, {}
+        for relative, when in touches.items():
+            with contextlib.suppress(OSError):
+                os.utime(self.root / relative, (when, when))
+        return len(touches)
+
     def rebuild_index(self) -> None:
-        """Read every block file's size and last use (its mtime) from the folder; delete the
-        .tmp files of writers that died."""
+        """Read every block file's size and last use (its mtime) from the folder, the pending
+        touches applied first; delete the .tmp files of writers that died."""
+        self.apply_touches()
         index: dict[str, tuple[int, float]] = {}
         now = time.time()
         for namespace_dir in _subdirs(self.root):

@@ -3,6 +3,7 @@ so no request waits for a disk. A full queue drops the write (the block stays co
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -15,6 +16,7 @@ from engine.kv_tiers.disk_tier import DiskTier
 logger = logging.getLogger(__name__)
 
 MAX_QUEUED_BLOCKS = 65536
+_TOUCH = "touch"  # a queue item: apply the disk tier's pending touches (DiskTier.apply_touches)
 
 
 @dataclass
@@ -29,7 +31,7 @@ class DiskWriter:
     def __init__(self, disk: DiskTier, *, max_queued: int = MAX_QUEUED_BLOCKS) -> None:
         self.disk = disk
         self.num_dropped = 0
-        self._queue: queue.Queue[_Write | None] = queue.Queue(maxsize=max_queued)
+        self._queue: queue.Queue[_Write | str | None] = queue.Queue(maxsize=max_queued)
         self._thread = threading.Thread(target=self._run, name="kv-disk-writer", daemon=True)
         self._thread.start()
 
@@ -40,6 +42,12 @@ class DiskWriter:
             self._queue.put_nowait(_Write(block_hash, token_ids, kv, tag))
         except queue.Full:
             self.num_dropped += 1
+
+    def submit_touches(self) -> None:
+        """Move the times of the files read so far (after a load: off the readers' threads)."""
+        # A full queue: the next eviction or restart applies them (DiskTier.rebuild_index).
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_TOUCH)
 
     def flush(self) -> None:
         """Wait until every block submitted so far is written (or given up)."""
@@ -56,7 +64,10 @@ class DiskWriter:
             try:
                 if item is None:
                     return
-                self._write(item)
+                if item == _TOUCH:
+                    self.disk.apply_touches()
+                else:
+                    self._write(item)  # type: ignore[arg-type]
             except Exception:  # a bug must not stop the writer: that block is simply not kept
                 logger.exception("writing a KV block to the disk tier failed")
             finally:

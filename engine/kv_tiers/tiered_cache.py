@@ -17,6 +17,7 @@ tombstone, looked for at most once a second), is dropped from every tier.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -89,6 +90,7 @@ class TieredKVCache:
         # One block's KV: [2, L, block_size, KV, D].
         shape = self.kv_cache.tensor.shape
         self.block_shape = (shape[0], shape[1], *shape[3:])
+        self._block_bytes = math.prod(self.block_shape) * self.dtype.itemsize
         self.writer = DiskWriter(self.disk) if self.disk is not None else None
         self._is_cuda = self.device.type == "cuda"
         self._streams = (
@@ -160,6 +162,8 @@ class TieredKVCache:
             writer.finish()
         finally:
             self.blocks.release(held)
+        if loads[DISK_TIER].num_tokens and self.writer is not None:
+            self.writer.submit_touches()
         self._count_loads(seq, loads, waited, len(rest))
 
     def _count_loads(
@@ -195,7 +199,8 @@ class TieredKVCache:
             kept.append(kv)
             return memoryview(kv.view(-1).view(torch.uint8).numpy())
 
-        block = self.disk.read(block_hash, token_ids, take)
+        expect = (self._dtype_name, self.block_shape, self._block_bytes)
+        block = self.disk.read(block_hash, token_ids, take, expect)
         return kept[0] if block is not None else None
 
     # ---- down: after each step ------------------------------------------------------------

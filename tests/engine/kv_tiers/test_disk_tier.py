@@ -9,9 +9,10 @@ import time
 import pytest
 
 from app.kv_cache_files import forget_document_kv
-from engine.kv_tiers import InvalidCacheTag, block_file, forget_tag_files
+from engine.kv_tiers import InvalidCacheTag, block_file, disk_tier, forget_tag_files
 from engine.kv_tiers.block_file import BlockMisfit
 from engine.kv_tiers.disk_tier import STALE_TMP_S, DiskTier
+from engine.kv_tiers.disk_writer import DiskWriter
 from engine.kv_tiers.tombstones import read_tombstone
 
 NAMESPACE = "0123456789abcdef0123456789abcdef"
@@ -21,6 +22,17 @@ TOKENS = tuple(range(16))
 def _write(disk: DiskTier, block_hash: int, tag: str = "document-1", size: int = 1000) -> bool:
     payload = memoryview(bytes([block_hash % 251]) * size)
     return disk.write(block_hash, TOKENS, payload, dtype="uint8", shape=(size,), tag=tag)
+
+
+@pytest.fixture(params=["general", "expected"])
+def expecting(request) -> bool:
+    """Each check runs for a reader that knows the block it expects (the tiers: one preadv)
+    and for one that does not (the header tells)."""
+    return request.param == "expected"
+
+
+def _read(disk: DiskTier, block_hash: int, expecting: bool, tokens=TOKENS, size: int = 1000):
+    return disk.read(block_hash, tokens, expect=("uint8", (size,), size) if expecting else None)
 
 
 def test_a_block_reads_back_only_under_its_own_hash_tokens_and_namespace(tmp_path) -> None:
@@ -45,7 +57,8 @@ def test_least_recently_used_files_go_first_past_the_cap(tmp_path) -> None:
     for block_hash in range(5):
         assert _write(disk, block_hash)
         os.utime(tmp_path / disk.relative_path(block_hash), (1000 + block_hash,) * 2)
-    disk.read(0, TOKENS)  # 0 becomes the most recent
+    disk.rebuild_index()  # as a restart reads the folder: the files are old
+    disk.read(0, TOKENS)  # 0 becomes the most recent (its time moves before the eviction looks)
     assert _write(disk, 5)
     kept = [h for h in range(6) if disk.contains(h)]
     assert 0 in kept and 5 in kept and 1 not in kept
@@ -120,8 +133,10 @@ def checksum_kind(request, monkeypatch) -> str:
     return request.param
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "cut short"])
-def test_a_damaged_file_is_dropped_whatever_its_checksum(tmp_path, checksum_kind, damage) -> None:
+@pytest.mark.parametrize("damage", ["flipped byte", "cut short", "a byte more"])
+def test_a_damaged_file_is_dropped_whatever_its_checksum(
+    tmp_path, checksum_kind, damage, expecting
+) -> None:
     disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
     assert _write(disk, 3)
     path = tmp_path / disk.relative_path(3)
@@ -129,10 +144,12 @@ def test_a_damaged_file_is_dropped_whatever_its_checksum(tmp_path, checksum_kind
     data = bytearray(path.read_bytes())
     if damage == "flipped byte":
         data[-10] ^= 0xFF
-    else:
+    elif damage == "cut short":
         del data[-10:]
+    else:
+        data.append(0)
     path.write_bytes(bytes(data))
-    assert disk.read(3, TOKENS) is None
+    assert _read(disk, 3, expecting) is None
     assert disk.counts.num_corrupt_dropped == 1 and not path.exists()
 
 
@@ -190,7 +207,7 @@ def _unpad(path) -> None:
 @pytest.mark.parametrize("num_tokens", [16, 1500])  # a header under a page, one over it
 @pytest.mark.parametrize("size", [1000, 10_000])  # a payload within the first page, one past it
 def test_the_payload_starts_on_a_page_and_an_unpadded_file_still_reads(
-    tmp_path, num_tokens, size
+    tmp_path, num_tokens, size, expecting
 ) -> None:
     disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
     tokens = tuple(range(num_tokens))
@@ -198,20 +215,72 @@ def test_the_payload_starts_on_a_page_and_an_unpadded_file_still_reads(
     assert disk.write(1, tokens, memoryview(payload), dtype="uint8", shape=(size,), tag="d")
     path = tmp_path / disk.relative_path(1)
     assert (path.stat().st_size - size) % block_file.PAYLOAD_ALIGN == 0
-    block = disk.read(1, tokens)
+    block = _read(disk, 1, expecting, tokens, size)
     assert block is not None and bytes(block.payload) == payload
     _unpad(path)
     assert (path.stat().st_size - size) % block_file.PAYLOAD_ALIGN != 0
-    block = disk.read(1, tokens)
+    block = _read(disk, 1, expecting, tokens, size)
     assert block is not None and bytes(block.payload) == payload
     assert disk.counts.num_corrupt_dropped == 0
 
 
-def test_a_file_damaged_in_its_padding_is_dropped(tmp_path) -> None:
+def test_a_file_damaged_in_its_padding_is_dropped(tmp_path, expecting) -> None:
     disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
     assert _write(disk, 2)
     path = tmp_path / disk.relative_path(2)
     data = bytearray(path.read_bytes())
     data[block_file.PAYLOAD_ALIGN - 1] = ord("x")  # the last byte of the padding
     path.write_bytes(bytes(data))
-    assert disk.read(2, TOKENS) is None and not path.exists()
+    assert _read(disk, 2, expecting) is None and not path.exists()
+
+
+def test_an_expected_block_is_read_in_one_call_into_the_callers_memory(
+    tmp_path, monkeypatch
+) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 6)
+    calls = []
+    preadv = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda *args: calls.append(args) or preadv(*args))
+    monkeypatch.setattr(disk_tier, "read_block", None)  # the general path would fail
+    target = bytearray(1000)
+    block = disk.read(6, TOKENS, lambda *_: memoryview(target), ("uint8", (1000,), 1000))
+    assert block is not None and block.payload.obj is target and target == bytes([6]) * 1000
+    assert len(calls) == 1
+
+
+def test_a_block_of_another_shape_than_expected_is_left_alone(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 7)
+    assert disk.read(7, TOKENS, expect=("uint8", (500,), 500)) is None
+    assert disk.read(7, TOKENS, expect=("float16", (500,), 1000)) is None
+    assert disk.contains(7) and disk.counts.num_corrupt_dropped == 0
+    assert _read(disk, 7, True) is not None
+
+
+def test_a_read_moves_an_old_files_time_later_and_once_a_minute(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 8)
+    path = tmp_path / disk.relative_path(8)
+    os.utime(path, (1000, 1000))
+    disk.rebuild_index()  # a restart: the file is old
+    assert disk.read(8, TOKENS) is not None
+    assert path.stat().st_mtime == 1000  # not on the reader's thread
+    assert disk.apply_touches() == 1 and path.stat().st_mtime > time.time() - 60
+    assert disk.read(8, TOKENS) is not None and disk.apply_touches() == 0
+
+
+def test_the_writer_thread_moves_the_times_of_files_read(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 9)
+    path = tmp_path / disk.relative_path(9)
+    os.utime(path, (1000, 1000))
+    disk.rebuild_index()
+    writer = DiskWriter(disk)
+    try:
+        assert disk.read(9, TOKENS) is not None
+        writer.submit_touches()
+        writer.flush()
+        assert path.stat().st_mtime > time.time() - 60
+    finally:
+        writer.close()
