@@ -19,6 +19,7 @@ import heapq
 import sys
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass
 
@@ -41,6 +42,30 @@ def compute_block_hash(token_ids: SequenceOf[int], parent_hash: int = NO_PARENT_
     digest.update(parent_hash.to_bytes(8, "little", signed=True))
     digest.update(ids.tobytes())
     return int.from_bytes(digest.digest(), "little", signed=True)
+
+
+def prefix_block_keys(seq: Sequence, block_size: int) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """(chain hash, token ids) of seq's full blocks in order, up to the block holding its last
+    token (never a prefix hit). The prompt's are computed once and kept on seq (its tokens never
+    change; a 128K prompt is 8,192 blake2b hashes, and a request is looked up several times
+    before it runs); the rest are computed on each call."""
+    if seq.prompt_keys_block_size != block_size:
+        seq.prompt_keys, seq.prompt_keys_block_size = [], block_size
+    keys = seq.prompt_keys
+    num_blocks = (seq.num_tokens - 1) // block_size
+    num_prompt_blocks = min(seq.num_prompt_tokens // block_size, num_blocks)
+    parent_hash = NO_PARENT_HASH
+    for block_index in range(num_blocks):
+        if block_index < len(keys):
+            key = keys[block_index]
+        else:
+            start = block_index * block_size
+            token_ids = tuple(seq.token_ids[start : start + block_size])
+            key = (compute_block_hash(token_ids, parent_hash), token_ids)
+            if block_index < num_prompt_blocks:
+                keys.append(key)
+        parent_hash = key[0]
+        yield key
 
 
 @dataclass
@@ -168,12 +193,16 @@ class BlockManager:
             return
         # Only blocks that are full and fully computed; a partial last block is never hashed,
         # nor one holding a token whose id is still on the device (hashed by a later commit).
+        keys = seq.prompt_keys if seq.prompt_keys_block_size == self.block_size else []
         for block_index in range(len(seq.block_hashes), num_computed_tokens // self.block_size):
-            token_ids = tuple(seq.block_token_ids(block_index))
-            if PLACEHOLDER_TOKEN_ID in token_ids:
-                break
-            parent_hash = seq.block_hashes[-1] if seq.block_hashes else NO_PARENT_HASH
-            block_hash = compute_block_hash(token_ids, parent_hash)
+            if block_index < len(keys):  # the prompt's, hashed when it was looked up
+                block_hash, token_ids = keys[block_index]
+            else:
+                token_ids = tuple(seq.block_token_ids(block_index))
+                if PLACEHOLDER_TOKEN_ID in token_ids:
+                    break
+                parent_hash = seq.block_hashes[-1] if seq.block_hashes else NO_PARENT_HASH
+                block_hash = compute_block_hash(token_ids, parent_hash)
             seq.block_hashes.append(block_hash)
             block = self.blocks[seq.block_table[block_index]]
             # Another request may have computed and registered the same prefix meanwhile:
@@ -294,13 +323,8 @@ class BlockManager:
         if not self.enable_prefix_cache:
             return []
         hit_block_ids: list[int] = []
-        parent_hash = NO_PARENT_HASH
-        # (num_tokens - 1) // bs: the block holding the last token is never a hit.
-        for block_index in range((seq.num_tokens - 1) // self.block_size):
-            start = block_index * self.block_size
-            token_ids = tuple(seq.token_ids[start : start + self.block_size])
-            parent_hash = compute_block_hash(token_ids, parent_hash)
-            block_id = self._hash_to_block_id.get(parent_hash)
+        for block_hash, token_ids in prefix_block_keys(seq, self.block_size):
+            block_id = self._hash_to_block_id.get(block_hash)
             if block_id is None or self.blocks[block_id].token_ids != token_ids:
                 break
             hit_block_ids.append(block_id)

@@ -59,6 +59,11 @@ class Sequence:
     cache_tag: str | None = None
     # Set with num_cached_tokens: what of it came from each lower KV tier.
     tier_loads: dict[str, TierLoad] = field(default_factory=dict)
+    # (chain hash, token ids) of the prompt's full blocks, as far as computed, for blocks of
+    # prompt_keys_block_size tokens: a prompt is hashed once however often it is scheduled
+    # (engine/block_manager.py, prompt_block_keys).
+    prompt_keys: list[tuple[int, tuple[int, ...]]] = field(default_factory=list, repr=False)
+    prompt_keys_block_size: int = 0
 
     def __post_init__(self) -> None:
         self.token_ids = list(self.token_ids)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from engine.block_manager import NO_PARENT_HASH, BlockManager, compute_block_hash
+from engine.block_manager import BlockManager, prefix_block_keys
 from engine.kv_cache import KVCache
 from engine.kv_tiers.block_file import BlockMisfit
 from engine.kv_tiers.block_loads import (
@@ -348,11 +348,5 @@ class TieredKVCache:
 
 def _chain(seq: Sequence, block_size: int) -> list[tuple[int, tuple[int, ...]]]:
     """(chain hash, token ids) of seq's full blocks that may be prefix hits: all but the block
-    holding the last token (BlockManager._find_prefix_hits)."""
-    keys = []
-    parent = NO_PARENT_HASH
-    for index in range((seq.num_tokens - 1) // block_size):
-        token_ids = tuple(seq.block_token_ids(index))
-        parent = compute_block_hash(token_ids, parent)
-        keys.append((parent, token_ids))
-    return keys
+    holding the last token (BlockManager._find_prefix_hits; the prompt's hashed once)."""
+    return list(prefix_block_keys(seq, block_size))

@@ -319,3 +319,38 @@ def test_blocks_freed_out_of_order_are_handed_out_lowest_first():
     third = make_seq(range(7 * BS), 2)
     prefill(manager, third)
     assert third.block_table == list(range(7))
+
+
+def test_a_prompt_is_hashed_once_however_often_it_is_looked_up(monkeypatch):
+    calls = []
+    real = block_manager_module.compute_block_hash
+    monkeypatch.setattr(
+        block_manager_module, "compute_block_hash", lambda *a: calls.append(a) or real(*a)
+    )
+    manager = BlockManager(num_blocks=16, block_size=BS)
+    tokens = list(range(21))  # 5 full blocks, the last token alone in a sixth
+    first = make_seq(tokens, 1)
+    assert manager.can_allocate(first) and manager.can_allocate(first)
+    prefill(manager, first)
+    assert len(calls) == 5  # looked up three times, committed once: each block hashed once
+    second = make_seq(tokens, 2)
+    prefill(manager, second)
+    assert second.num_cached_tokens == 20 and len(calls) == 10
+    assert second.block_hashes == first.block_hashes
+    parent, chain = block_manager_module.NO_PARENT_HASH, []
+    for start in range(0, 20, BS):
+        parent = real(tuple(tokens[start : start + BS]), parent)
+        chain.append(parent)
+    assert first.block_hashes == chain
+
+
+def test_generated_blocks_are_hashed_but_not_kept_with_the_prompts():
+    manager = BlockManager(num_blocks=16, block_size=BS)
+    seq = make_seq(range(6))
+    prefill(manager, seq)
+    for token in (6, 7, 8, 9):
+        seq.append_token(token)
+    keys = list(block_manager_module.prefix_block_keys(seq, BS))
+    assert [ids for _, ids in keys] == [(0, 1, 2, 3), (4, 5, 6, 7)]  # not the last token's block
+    assert keys[1][0] == compute_block_hash((4, 5, 6, 7), keys[0][0])
+    assert len(seq.prompt_keys) == 1  # (4, 5) were the prompt's, 6 and 7 generated
