@@ -188,6 +188,7 @@ def first_token(engine: LLMEngine, prompt: list[int], tag: str) -> dict[str, Any
         num_bytes, seconds = stats[f"{tier}_tier_num_bytes"], stats[f"{tier}_tier_seconds"]
         row[f"{tier}_tier_tokens"] = stats[f"{tier}_tier_num_tokens"]
         row[f"{tier}_tier_load_s"] = seconds
+        row[f"{tier}_tier_wait_s"] = stats[f"{tier}_tier_wait_seconds"]
         row[f"{tier}_tier_gb_per_s"] = num_bytes / seconds / 1e9 if seconds > 0 else None
     return row
 
@@ -288,19 +289,25 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
         "Produced by `bench/kv_tiers.py`; one run per phase, each engine warmed first by a "
         "prompt of the same length that shares no prefix.",
         "",
-        "| tokens | phase | TTFT s | x cold | computed | from GPU | from CPU | from disk | load GB/s |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| tokens | phase | TTFT s | x cold | computed | from GPU | from CPU | from disk | load GB/s "
+        "| of it waiting for reads |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for result in results:
         for phase in PHASES:
             row = result["phases"][phase]
             tier = "cpu" if row["cpu_tier_tokens"] else "disk" if row["disk_tier_tokens"] else None
             rate = row[f"{tier}_tier_gb_per_s"] if tier else None
+            load_s, wait_s = (
+                row.get(f"{tier}_tier_{k}_s") if tier else None for k in ("load", "wait")
+            )
+            waiting = f"{wait_s:.3f} of {load_s:.3f} s" if wait_s is not None and load_s else ""
             lines.append(
                 f"| {result['num_tokens']} | {phase} | {row['ttft_s']:.3f} | "
                 f"{result['speedup_vs_cold'][phase]:.1f} | {row['num_computed_prompt_tokens']} | "
                 f"{row['num_gpu_cached_tokens']} | {row['cpu_tier_tokens']} | "
-                f"{row['disk_tier_tokens']} | {'' if rate is None else f'{rate:.2f}'} |"
+                f"{row['disk_tier_tokens']} | {'' if rate is None else f'{rate:.2f}'} | "
+                f"{waiting} |"
             )
     lines.append("")
     for result in results:
@@ -331,7 +338,9 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
     lines.append(
         "\n`load GB/s` is bytes loaded over the engine's load time (read, check and copy into "
         "the cache); on a GPU the host-to-device copies run on a side stream and their time is "
-        "in the TTFT, not in this rate. The disk phase reads files just written: the page cache "
+        "in the TTFT, not in this rate. `of it waiting for reads`: the engine's thread waiting "
+        "for the tier's reads (the rest of the load time: placing the blocks in the cache). "
+        "The disk phase reads files just written: the page cache "
         "is warm. A load average above the CPU count means other work shared the cores: the "
         "ratios within the run compare, the absolute times do not."
     )

@@ -23,6 +23,9 @@ class TierLoad:
     num_bytes: int = 0
     seconds: float = 0.0
     num_missed_tokens: int = 0  # looked for in this tier and not found (computed or lower)
+    # Of seconds: the engine's thread waiting for the tier's reads (the rest: placing the
+    # blocks in the cache, the copies up queued meanwhile).
+    wait_seconds: float = 0.0
 
 
 @dataclass
@@ -121,7 +124,13 @@ class RequestStats:
             **{
                 f"{tier}_tier_{what}": getattr(self.tier_loads.get(tier, TierLoad()), what)
                 for tier in KV_TIERS
-                for what in ("num_tokens", "num_bytes", "seconds", "num_missed_tokens")
+                for what in (
+                    "num_tokens",
+                    "num_bytes",
+                    "seconds",
+                    "wait_seconds",
+                    "num_missed_tokens",
+                )
             },
         }
 

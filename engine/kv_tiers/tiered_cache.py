@@ -176,6 +176,7 @@ class TieredKVCache:
             num_missed -= load.num_tokens
             load.num_missed_tokens = num_missed
             load.seconds += waited[tier]
+            load.wait_seconds = waited[tier]
             if self._has(tier):
                 counters = self.counters[tier]
                 counters.num_hit_blocks += load.num_tokens // block_size
