@@ -84,12 +84,13 @@ def main() -> None:
             def read(
                 block_hash: int,
                 token_ids: tuple[int, ...],
+                into: torch.Tensor | None,
                 expect: tuple[str, tuple[int, ...], int] | None = expected,
             ) -> torch.Tensor | None:
                 kept = []
 
                 def take(dtype: str, shape: tuple[int, ...], size: int) -> memoryview:
-                    kv = host[slots.next()]
+                    kv = into if into is not None else host[slots.next()]
                     kept.append(kv)
                     return memoryview(kv.view(-1).view(torch.uint8).numpy())
 
@@ -105,7 +106,13 @@ def main() -> None:
             if kind != "readinto":
                 waited = {"cpu": 0.0, "disk": 0.0}
                 hits = lower_hits(
-                    keys, cpu=None, disk=disk, read_disk=read, pool=pool, waited=waited
+                    keys,
+                    cpu=None,
+                    disk=disk,
+                    read_disk=read,
+                    pool=pool,
+                    waited=waited,
+                    reserve=lambda: host[slots.next()],  # in key order, as the tiers do
                 )
                 num_read = sum(1 for _ in hits)
                 assert num_read == args.blocks, num_read

@@ -68,12 +68,19 @@ def lower_hits(
     *,
     cpu: CpuTier | None,
     disk: DiskTier | None,
-    read_disk: Callable[[int, tuple[int, ...]], torch.Tensor | None],
+    read_disk: Callable[[int, tuple[int, ...], torch.Tensor | None], torch.Tensor | None],
     pool: ThreadPoolExecutor | None,
     waited: dict[str, float],
+    reserve: Callable[[], torch.Tensor] | None = None,
 ) -> Iterator[tuple[str, int, tuple[int, ...], torch.Tensor]]:
     """(tier, hash, token ids, KV) of keys in order, from the CPU tier or else the disk, up to
-    the first block neither holds. waited[tier] grows by the seconds spent waiting for reads."""
+    the first block neither holds. waited[tier] grows by the seconds spent waiting for reads.
+
+    read_disk(hash, token ids, into) runs on the pool; into is reserve()'s block, taken on the
+    caller's thread in key order, so that blocks read one after another lie one after another
+    in host memory (a slab's) whatever order the reads finish in: the copies up then move runs
+    of them, not one block a copy (an H100 host: 8,192 blocks of a 128K prompt placed in 3.9 s
+    one by one, the CPU tier's runs in 0.25 s)."""
     window: deque[tuple[int, tuple[int, ...], Future | None]] = deque()
     pending = iter(keys)
 
@@ -85,7 +92,8 @@ def lower_hits(
             block_hash, token_ids = key
             future = None
             if disk is not None and pool is not None and (cpu is None or block_hash not in cpu):
-                future = pool.submit(read_disk, block_hash, token_ids)
+                into = reserve() if reserve is not None else None
+                future = pool.submit(read_disk, block_hash, token_ids, into)
             window.append((block_hash, token_ids, future))
 
     try:

@@ -2,8 +2,10 @@
 slab's memory kept exactly as long as one of its blocks is."""
 
 import gc
+import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -11,8 +13,10 @@ from engine.kv_tiers.block_loads import (
     copy_blocks_from_host,
     copy_blocks_to_host,
     host_runs,
+    lower_hits,
     run_view,
 )
+from engine.kv_tiers.disk_tier import DiskTier
 from engine.kv_tiers.host_blocks import HostBlocks
 
 
@@ -117,3 +121,49 @@ def test_blocks_go_down_and_come_back_by_runs_to_the_right_places() -> None:
         assert torch.equal(target[:, :, place], kv)
     untouched = [b for b in range(12) if b not in places]
     assert not target[:, :, untouched].any()
+
+
+def test_blocks_read_from_disk_lie_in_key_order_whatever_order_the_reads_end_in(
+    tmp_path,
+) -> None:
+    disk = DiskTier(tmp_path, "n" * 32, max_bytes=1 << 30)
+    host = HostBlocks((2, 8), torch.float32, pinned=False, slab_blocks=8)
+    keys = [(index + 1, (index,)) for index in range(24)]
+    for block_hash, token_ids in keys:
+        payload = memoryview(
+            torch.full((2, 8), float(block_hash)).view(-1).view(torch.uint8).numpy()
+        )
+        disk.write(block_hash, token_ids, payload, dtype="float32", shape=(2, 8), tag="t")
+    delays = [0.004 * ((7 * index) % 5) for index in range(len(keys))]  # later keys end first
+
+    def read(block_hash: int, token_ids: tuple[int, ...], into: torch.Tensor | None):
+        time.sleep(delays[block_hash - 1])
+        assert into is not None
+        block = disk.read(
+            block_hash, token_ids, lambda *_: memoryview(into.view(-1).view(torch.uint8).numpy())
+        )
+        return into if block is not None else None
+
+    takers = set()
+
+    def reserve() -> torch.Tensor:
+        takers.add(threading.get_ident())
+        return host.take()
+
+    waited = {"cpu": 0.0, "disk": 0.0}
+    with ThreadPoolExecutor(4) as pool:
+        hits = list(
+            lower_hits(
+                keys,
+                cpu=None,
+                disk=disk,
+                read_disk=read,
+                pool=pool,
+                waited=waited,
+                reserve=reserve,
+            )
+        )
+    kvs = [kv for *_, kv in hits]
+    assert [int(kv[0, 0]) for kv in kvs] == [block_hash for block_hash, _ in keys]
+    assert host_runs(kvs) == [(0, 8), (8, 16), (16, 24)]  # a copy up per slab, not per block
+    assert takers == {threading.get_ident()}  # reserved here, in key order, not by the readers
