@@ -112,7 +112,7 @@ def main() -> None:
                     read_disk=read,
                     pool=pool,
                     waited=waited,
-                    reserve=lambda: host[slots.next()],  # in key order, as the tiers do
+                    reserve=lambda _hash: host[slots.next()],  # in key order, as the tiers do
                 )
                 num_read = sum(1 for _ in hits)
                 assert num_read == args.blocks, num_read

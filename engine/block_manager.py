@@ -262,6 +262,11 @@ class BlockManager:
         seq.num_computed_tokens = min(seq.num_computed_tokens, num_tokens)
         num_full_blocks = num_tokens // self.block_size
         del seq.block_hashes[num_full_blocks:]
+        # The prompt's hashes past the cut hashed tokens that are gone (a tail may follow).
+        if seq.prompt_keys_block_size == self.block_size:
+            del seq.prompt_keys[num_full_blocks:]
+        else:
+            seq.prompt_keys = []
         if num_kept_blocks > num_full_blocks:
             self._make_last_block_writable(seq)
         seq.num_cached_tokens = min(seq.num_cached_tokens, seq.num_computed_tokens)

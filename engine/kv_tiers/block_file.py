@@ -179,7 +179,9 @@ def read_expected(
     not what its name says). Raises BlockMisfit for a checksum this process cannot compute."""
     head, probe = bytearray(PAYLOAD_ALIGN), bytearray(1)
     got = os.preadv(fd, [head, payload, probe], 0)
-    if got < HEAD_PREFIX or not head.startswith(MAGIC):
+    if got < PAYLOAD_ALIGN:
+        return OTHER_LAYOUT  # a short read (a network filesystem may) or a small file
+    if not head.startswith(MAGIC):
         return None
     if int.from_bytes(head[len(MAGIC) : HEAD_PREFIX], "little") != PAYLOAD_ALIGN - HEAD_PREFIX:
         return OTHER_LAYOUT

@@ -71,13 +71,13 @@ def lower_hits(
     read_disk: Callable[[int, tuple[int, ...], torch.Tensor | None], torch.Tensor | None],
     pool: ThreadPoolExecutor | None,
     waited: dict[str, float],
-    reserve: Callable[[], torch.Tensor] | None = None,
+    reserve: Callable[[int], torch.Tensor | None] | None = None,
 ) -> Iterator[tuple[str, int, tuple[int, ...], torch.Tensor]]:
     """(tier, hash, token ids, KV) of keys in order, from the CPU tier or else the disk, up to
     the first block neither holds. waited[tier] grows by the seconds spent waiting for reads.
 
-    read_disk(hash, token ids, into) runs on the pool; into is reserve()'s block, taken on the
-    caller's thread in key order, so that blocks read one after another lie one after another
+    read_disk(hash, token ids, into) runs on the pool; into is reserve(hash)'s block (None: the
+    reader takes its own memory), taken on the caller's thread in key order, so that blocks read one after another lie one after another
     in host memory (a slab's) whatever order the reads finish in: the copies up then move runs
     of them, not one block a copy (an H100 host: 8,192 blocks of a 128K prompt placed in 3.9 s
     one by one, the CPU tier's runs in 0.25 s)."""
@@ -92,7 +92,7 @@ def lower_hits(
             block_hash, token_ids = key
             future = None
             if disk is not None and pool is not None and (cpu is None or block_hash not in cpu):
-                into = reserve() if reserve is not None else None
+                into = reserve(block_hash) if reserve is not None else None
                 future = pool.submit(read_disk, block_hash, token_ids, into)
             window.append((block_hash, token_ids, future))
 

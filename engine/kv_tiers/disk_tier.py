@@ -107,6 +107,11 @@ class DiskTier:
         name = block_file_name(block_hash)
         return f"{self.namespace}/{name[:2]}/{name}.kv"
 
+    def knows(self, block_hash: int) -> bool:
+        """Whether the block's file is in this process's index (no file system call: a file
+        another process wrote since the index was read is not known yet)."""
+        return self.relative_path(block_hash) in self._index
+
     def contains(self, block_hash: int) -> bool:
         return (self.root / self.relative_path(block_hash)).is_file()
 

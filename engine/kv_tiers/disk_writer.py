@@ -45,7 +45,7 @@ class DiskWriter:
 
     def submit_touches(self) -> None:
         """Move the times of the files read so far (after a load: off the readers' threads)."""
-        # A full queue: the next eviction or restart applies them (DiskTier.rebuild_index).
+        # A full queue: the next eviction, index rebuild or close applies them.
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(_TOUCH)
 

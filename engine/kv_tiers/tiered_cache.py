@@ -147,7 +147,7 @@ class TieredKVCache:
                 read_disk=self._read_disk,
                 pool=self._pool,
                 waited=waited,
-                reserve=self._host.take if self._is_cuda else None,
+                reserve=self._reserve if self._is_cuda else None,
             )
             for tier, block_hash, token_ids, kv in hits:
                 started = time.perf_counter()
@@ -186,6 +186,13 @@ class TieredKVCache:
                 counters.load_seconds += load.seconds
                 seq.tier_loads[tier] = load
 
+    def _reserve(self, block_hash: int) -> torch.Tensor | None:
+        """A host block for a disk read, taken in key order, for a block this process knows the
+        disk holds (a miss, as a new prompt's first block is, takes no pinned memory); None
+        otherwise (a file another process wrote since: its reader takes a block itself)."""
+        assert self.disk is not None
+        return self._host.take() if self.disk.knows(block_hash) else None
+
     def _read_disk(
         self, block_hash: int, token_ids: tuple[int, ...], into: torch.Tensor | None
     ) -> torch.Tensor | None:
@@ -198,7 +205,10 @@ class TieredKVCache:
         def take(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview:
             if dtype != self._dtype_name or shape != self.block_shape:
                 raise BlockMisfit  # the namespace should make this impossible; never load one
-            kv = into if into is not None else torch.empty(shape, dtype=self.dtype)
+            if into is not None:
+                kv = into
+            else:
+                kv = self._host.take() if self._is_cuda else torch.empty(shape, dtype=self.dtype)
             if num_bytes != kv.numel() * kv.element_size():
                 raise BlockMisfit
             kept.append(kv)
@@ -337,6 +347,8 @@ class TieredKVCache:
             self.writer.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self.disk is not None:
+            self.disk.apply_touches()  # reads that ended after the last load's touches
         self._host.close()
 
     def wait_host_pool(self, timeout_s: float | None = None) -> bool:

@@ -354,3 +354,24 @@ def test_generated_blocks_are_hashed_but_not_kept_with_the_prompts():
     assert [ids for _, ids in keys] == [(0, 1, 2, 3), (4, 5, 6, 7)]  # not the last token's block
     assert keys[1][0] == compute_block_hash((4, 5, 6, 7), keys[0][0])
     assert len(seq.prompt_keys) == 1  # (4, 5) were the prompt's, 6 and 7 generated
+
+
+def test_a_truncated_prompt_forgets_the_hashes_of_the_tokens_cut():
+    manager = BlockManager(num_blocks=32, block_size=BS)
+    tokens = list(range(100, 140))
+    seq = make_seq(tokens, 1)
+    list(block_manager_module.prefix_block_keys(seq, BS))  # the whole prompt hashed, as a lookup
+    manager.allocate(seq)
+    manager.commit_computed(seq, 14)
+    manager.truncate(seq, 11)  # the OOM policy "truncate": keep a head, then a tail
+    for token in (137, 138, 139):
+        seq.append_token(token)
+        manager.append_slot(seq)
+    seq.num_prompt_tokens = seq.num_tokens
+    manager.commit_computed(seq, seq.num_tokens)
+    third = manager.blocks[seq.block_table[2]]  # registered under what it now holds
+    assert third.token_ids == (108, 109, 110, 137)
+    assert third.hash == compute_block_hash((108, 109, 110, 137), seq.block_hashes[1])
+    again = make_seq(tokens, 2)
+    manager.allocate(again)
+    assert again.num_cached_tokens == 8  # the first two blocks; the third now holds the tail

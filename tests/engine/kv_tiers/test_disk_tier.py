@@ -24,11 +24,13 @@ def _write(disk: DiskTier, block_hash: int, tag: str = "document-1", size: int =
     return disk.write(block_hash, TOKENS, payload, dtype="uint8", shape=(size,), tag=tag)
 
 
-@pytest.fixture(params=["general", "expected"])
-def expecting(request) -> bool:
-    """Each check runs for a reader that knows the block it expects (the tiers: one preadv)
-    and for one that does not (the header tells)."""
-    return request.param == "expected"
+@pytest.fixture(params=["general", "expected", "expected without preadv"])
+def expecting(request, monkeypatch) -> bool:
+    """Each check runs for a reader that knows the block it expects (the tiers: one preadv, or
+    the general way where os has no preadv) and for one that does not (the header tells)."""
+    if request.param == "expected without preadv":
+        monkeypatch.setattr(disk_tier, "HAS_PREADV", False)
+    return request.param != "general"
 
 
 def _read(disk: DiskTier, block_hash: int, expecting: bool, tokens=TOKENS, size: int = 1000):
@@ -252,10 +254,36 @@ def test_an_expected_block_is_read_in_one_call_into_the_callers_memory(
 def test_a_block_of_another_shape_than_expected_is_left_alone(tmp_path) -> None:
     disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
     assert _write(disk, 7)
+    written = (tmp_path / disk.relative_path(7)).read_bytes()
     assert disk.read(7, TOKENS, expect=("uint8", (500,), 500)) is None
     assert disk.read(7, TOKENS, expect=("float16", (500,), 1000)) is None
     assert disk.contains(7) and disk.counts.num_corrupt_dropped == 0
+    assert (tmp_path / disk.relative_path(7)).read_bytes() == written
     assert _read(disk, 7, True) is not None
+
+
+def test_a_short_read_of_the_head_is_read_again_not_dropped(tmp_path, monkeypatch) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 10)
+
+    def short_preadv(fd: int, buffers: list, offset: int) -> int:  # as a network filesystem may
+        data = os.pread(fd, 100, offset)
+        buffers[0][: len(data)] = data
+        return len(data)
+
+    monkeypatch.setattr(os, "preadv", short_preadv)
+    block = _read(disk, 10, True)
+    assert block is not None and bytes(block.payload) == bytes([10]) * 1000
+    assert disk.counts.num_corrupt_dropped == 0 and disk.contains(10)
+
+
+def test_the_index_knows_the_files_written_here_or_found_at_start(tmp_path) -> None:
+    disk = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    other = DiskTier(tmp_path, NAMESPACE, max_bytes=1 << 20)
+    assert _write(disk, 12) and disk.knows(12)
+    assert not other.knows(12)  # written by another process since it read the folder
+    other.rebuild_index()
+    assert other.knows(12) and not other.knows(13)
 
 
 def test_a_read_moves_an_old_files_time_later_and_once_a_minute(tmp_path) -> None:

@@ -146,7 +146,7 @@ def test_blocks_read_from_disk_lie_in_key_order_whatever_order_the_reads_end_in(
 
     takers = set()
 
-    def reserve() -> torch.Tensor:
+    def reserve(block_hash: int) -> torch.Tensor:
         takers.add(threading.get_ident())
         return host.take()
 
