@@ -147,7 +147,7 @@ class TieredKVCache:
                 read_disk=self._read_disk,
                 pool=self._pool,
                 waited=waited,
-                reserve=self._reserve if self._is_cuda else None,
+                reserve=self._reserve,
             )
             for tier, block_hash, token_ids, kv in hits:
                 started = time.perf_counter()
@@ -196,19 +196,16 @@ class TieredKVCache:
     def _read_disk(
         self, block_hash: int, token_ids: tuple[int, ...], into: torch.Tensor | None
     ) -> torch.Tensor | None:
-        """One block from disk, read straight into into (a host block reserved in key order,
-        pinned on a GPU machine, so the copy up is one DMA per run) or a new tensor; runs on
-        the read pool."""
+        """One block from disk, read straight into into (a host block reserved in key order, so
+        the copy up moves a run of them at once) or a host block it takes itself (pinned on a
+        GPU machine); runs on the read pool."""
         assert self.disk is not None
         kept: list[torch.Tensor] = []
 
         def take(dtype: str, shape: tuple[int, ...], num_bytes: int) -> memoryview:
             if dtype != self._dtype_name or shape != self.block_shape:
                 raise BlockMisfit  # the namespace should make this impossible; never load one
-            if into is not None:
-                kv = into
-            else:
-                kv = self._host.take() if self._is_cuda else torch.empty(shape, dtype=self.dtype)
+            kv = into if into is not None else self._host.take()
             if num_bytes != kv.numel() * kv.element_size():
                 raise BlockMisfit
             kept.append(kv)

@@ -9,6 +9,8 @@ import threading
 import time
 
 from app.kv_cache_files import document_cache_tag, forget_document_kv
+from engine.kv_tiers import block_loads
+from engine.kv_tiers.block_loads import host_runs
 from tests.engine.conftest import save_tiny_model
 from tests.engine.kv_tiers.conftest import (
     BLOCK_SIZE,
@@ -24,7 +26,7 @@ TAG = document_cache_tag(1)
 
 
 def test_a_restarted_engine_answers_from_the_disk_tier_as_a_cold_run(
-    llama, cold_engine, tmp_path
+    llama, cold_engine, tmp_path, monkeypatch
 ) -> None:
     doc = document(300, 0)
     first = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
@@ -34,7 +36,16 @@ def test_a_restarted_engine_answers_from_the_disk_tier_as_a_cold_run(
     assert len(files) == 307 // BLOCK_SIZE  # every full block of the prompt
 
     restarted = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+    runs = []  # per copy into the cache, the runs of blocks adjacent in host memory
+    copy_up = block_loads.copy_blocks_from_host
+
+    def counting_copy_up(cache, block_ids, kvs) -> None:
+        runs.append(host_runs(kvs))
+        copy_up(cache, block_ids, kvs)
+
+    monkeypatch.setattr(block_loads, "copy_blocks_from_host", counting_copy_up)
     second = restarted.generate(question(doc, 2), GREEDY, cache_tag=TAG)
+    assert runs == [[(0, 18)]]  # the 18 blocks read by 4 threads lie in key order, one run
     stats = second.stats.to_dict()
     assert stats["disk_tier_num_tokens"] == 288 and stats["num_gpu_cached_tokens"] == 0
     assert stats["num_computed_prompt_tokens"] == 307 - 288
