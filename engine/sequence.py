@@ -61,7 +61,7 @@ class Sequence:
     tier_loads: dict[str, TierLoad] = field(default_factory=dict)
     # (chain hash, token ids) of the prompt's full blocks, as far as computed, for blocks of
     # prompt_keys_block_size tokens: a prompt is hashed once however often it is scheduled
-    # (engine/block_manager.py, prompt_block_keys).
+    # (engine/block_manager.py, prefix_block_keys).
     prompt_keys: list[tuple[int, tuple[int, ...]]] = field(default_factory=list, repr=False)
     prompt_keys_block_size: int = 0
 

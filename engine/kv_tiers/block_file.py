@@ -112,6 +112,25 @@ def _read_into(file: BinaryIO, view: memoryview) -> int:
     return done
 
 
+def _names(header: dict, namespace: str, block_hash: int, token_ids: tuple[int, ...]) -> bool:
+    """Whether a file's header is of the block asked for."""
+    return (
+        header["namespace"] == namespace
+        and header["hash"] == block_hash
+        and tuple(header["token_ids"]) == token_ids
+    )
+
+
+def _header_checksum(header: dict) -> tuple[str, Callable[[memoryview], int]]:
+    """The checksum kind a header names and its function; BlockMisfit where this process has
+    none (the file is left for one that has)."""
+    kind = "xxh3_64" if "xxh3_64" in header else "crc32"
+    compute = _checksum_function(kind)
+    if compute is None:
+        raise BlockMisfit
+    return kind, compute
+
+
 def read_block(
     file: BinaryIO,
     size: int,
@@ -140,17 +159,9 @@ def read_block(
                 return None
         header = json.loads(head[HEAD_PREFIX:start])
         num_bytes = size - start
-        if (
-            header["namespace"] != namespace
-            or header["hash"] != block_hash
-            or tuple(header["token_ids"]) != token_ids
-            or header["num_bytes"] != num_bytes
-        ):
+        if not _names(header, namespace, block_hash, token_ids) or header["num_bytes"] != num_bytes:
             return None
-        kind = "xxh3_64" if "xxh3_64" in header else "crc32"
-        compute = _checksum_function(kind)
-        if compute is None:
-            raise BlockMisfit
+        kind, compute = _header_checksum(header)
         dtype, shape = str(header["dtype"]), tuple(header["shape"])
         payload = take(dtype, shape, num_bytes)
         early = head[start:]  # payload bytes the first read brought: an unpadded file's
@@ -187,21 +198,14 @@ def read_expected(
         return OTHER_LAYOUT
     try:
         header = json.loads(head[HEAD_PREFIX:])
-        if (
-            header["namespace"] != namespace
-            or header["hash"] != block_hash
-            or tuple(header["token_ids"]) != token_ids
-        ):
+        if not _names(header, namespace, block_hash, token_ids):
             return None
         dtype, shape = str(header["dtype"]), tuple(header["shape"])
         if (dtype, shape) != expect or header["num_bytes"] != payload.nbytes:
             return OTHER_LAYOUT
         if got != PAYLOAD_ALIGN + payload.nbytes:
             return OTHER_LAYOUT  # short (cut, or a short read) or longer than its header says
-        kind = "xxh3_64" if "xxh3_64" in header else "crc32"
-        compute = _checksum_function(kind)
-        if compute is None:
-            raise BlockMisfit
+        kind, compute = _header_checksum(header)
         if header[kind] != compute(payload):
             return None
         return DiskBlock(payload, dtype, shape, got)

@@ -77,9 +77,9 @@ def lower_hits(
     the first block neither holds. waited[tier] grows by the seconds spent waiting for reads.
 
     read_disk(hash, token ids, into) runs on the pool; into is reserve(hash)'s block (None: the
-    reader takes its own memory), taken on the caller's thread in key order, so that blocks read one after another lie one after another
-    in host memory (a slab's) whatever order the reads finish in: the copies up then move runs
-    of them, not one block a copy (an H100 host: 8,192 blocks of a 128K prompt placed in 3.9 s
+    reader takes its own memory), taken on the caller's thread in key order, so that blocks
+    read one after another lie one after another in host memory (a slab's) whatever order the
+    reads finish in: the copies up then move runs of them, not one block a copy (an H100 host: 8,192 blocks of a 128K prompt placed in 3.9 s
     one by one, the CPU tier's runs in 0.25 s)."""
     window: deque[tuple[int, tuple[int, ...], Future | None]] = deque()
     pending = iter(keys)

@@ -124,7 +124,7 @@ class TieredKVCache:
         seq.tier_loads = {}
         self.poll()
         block_size = self.blocks.block_size
-        keys = _chain(seq, block_size)
+        keys = list(prefix_block_keys(seq, block_size))  # all but the last token's block
         held: list[int] = []
         for block_hash, token_ids in keys:
             block_id = self.blocks.cached_block_id(block_hash, token_ids)
@@ -358,9 +358,3 @@ class TieredKVCache:
 
     def _has(self, tier: str) -> bool:
         return (self.cpu if tier == CPU_TIER else self.disk) is not None
-
-
-def _chain(seq: Sequence, block_size: int) -> list[tuple[int, tuple[int, ...]]]:
-    """(chain hash, token ids) of seq's full blocks that may be prefix hits: all but the block
-    holding the last token (BlockManager._find_prefix_hits; the prompt's hashed once)."""
-    return list(prefix_block_keys(seq, block_size))
