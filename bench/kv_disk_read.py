@@ -56,6 +56,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
     parser.add_argument("--dir", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--sync", action="store_true", help="os.sync() after writing: no writeback beside the reads"
+    )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="kv-disk-read-", dir=args.dir))
@@ -68,6 +71,11 @@ def main() -> None:
     for block_hash, token_ids in keys:
         disk.write(block_hash, token_ids, payload, dtype="bfloat16", shape=BLOCK_SHAPE, tag="t")
     write_s = time.perf_counter() - started
+    sync_s = None
+    if args.sync:
+        started = time.perf_counter()
+        os.sync()
+        sync_s = time.perf_counter() - started
     host = torch.empty((args.blocks, *BLOCK_SHAPE), dtype=torch.bfloat16, pin_memory=pinned)
     num_bytes = host.numel() * host.element_size()
     block_bytes = num_bytes // args.blocks
@@ -134,6 +142,7 @@ def main() -> None:
         "bytes": num_bytes,
         "pinned": pinned,
         "write_s": write_s,
+        "sync_s": sync_s,
         "cpu_count": os.cpu_count(),
         "memory": meminfo(),
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),

@@ -24,6 +24,7 @@ import argparse
 import gc
 import importlib.util
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -72,6 +73,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
     parser.add_argument("--label", default="")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="write back the dirty page cache (os.sync) before the restart: the disk phase then "
+        "reads a warm cache with no writeback of the files just written running beside it",
+    )
     args = parser.parse_args(argv)
     is_cuda = args.device.startswith("cuda")
     args.model = args.model or ("llama3-8b-random" if is_cuda else "default")
@@ -227,6 +234,11 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     engine.close()
     del engine
     _free()
+    sync_s = None
+    if args.sync:
+        started = time.perf_counter()
+        os.sync()
+        sync_s = time.perf_counter() - started
     restarted = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
     restart_pool_s = _wait_host_pool(restarted)
     _warm(restarted, warm_up)
@@ -248,6 +260,7 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "host_pool_pinned_after_restart_s": restart_pool_s,
         "host_after_disk_load": restart_host,
         "memory_around_disk_phase": {"before": memory_before, "after": memory_after},
+        "sync_before_restart_s": sync_s,
         "write_behind_cost_on_first_answer": rows["cold-tiered"]["ttft_s"] / cold - 1,
         "speedup_vs_cold": {phase: cold / rows[phase]["ttft_s"] for phase in PHASES},
         "phases": rows,
@@ -334,6 +347,12 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                 f"  Page cache around the disk phase: {before['Cached_mib']} -> "
                 f"{after['Cached_mib']} MiB (grows by what was read from the disk itself, not "
                 f"from the cache); memory available {before.get('MemAvailable_mib')} MiB."
+            )
+        if result.get("sync_before_restart_s") is not None:
+            lines.append(
+                f"  `--sync`: the dirty page cache written back before the restart in "
+                f"{result['sync_before_restart_s']:.3f} s (the disk phase had no writeback "
+                "beside it)."
             )
     lines.append(
         "\n`load GB/s` is bytes loaded over the engine's load time (read, check and copy into "

@@ -128,13 +128,14 @@ class BlockManager:
     def num_blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    def can_allocate(self, seq: Sequence) -> bool:
-        """Whether allocate(seq) would succeed now, prefix hits included."""
+    def can_allocate(self, seq: Sequence, *, reserved: int = 0) -> bool:
+        """Whether allocate(seq) would succeed now, prefix hits included, with `reserved` free
+        blocks left for others (the lower tiers' loads under way)."""
         hit_block_ids = self._find_prefix_hits(seq)
         num_new_blocks = self.num_blocks_for(seq.num_tokens) - len(hit_block_ids)
         # A hit on a cached free block takes that block out of the free pool too.
         num_revived = sum(1 for b in hit_block_ids if self.blocks[b].ref_count == 0)
-        return num_new_blocks + num_revived <= self.num_free_blocks
+        return num_new_blocks + num_revived + reserved <= self.num_free_blocks
 
     # ---- prefill --------------------------------------------------------------------------
 

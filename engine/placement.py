@@ -174,7 +174,7 @@ def build_placement(
             state_dict=state_dict,
         )
         if tiers is not None:
-            scheduler.before_allocate = tiers.promote
+            scheduler.loader = tiers
     return Placement(name, runner, blocks, scheduler, shape, dtype_bytes, tiers)
 
 

@@ -29,6 +29,7 @@ import bisect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from engine.block_manager import BlockManager
 from engine.sequence import Sequence, SequenceStatus
@@ -111,6 +112,30 @@ class Step:
         return max(prefills, key=lambda chunk: chunk.num_tokens, default=None)
 
 
+class PrefixLoader(Protocol):
+    """Brings a request's prompt prefix up from lower KV tiers (engine/kv_tiers/)."""
+
+    def start_load(self, seq: Sequence) -> bool:
+        """True: allocate seq now; False: its load is under way (advance() ends it)."""
+        ...
+
+    def advance(self, *, wait: bool) -> list[Sequence]:
+        """The requests whose loads ended since the last call (wait: block for progress)."""
+        ...
+
+    def num_blocks_loading(self) -> int:
+        """Cache blocks the loads under way may still take."""
+        ...
+
+    def allocated(self, seq: Sequence) -> None:
+        """seq was allocated (the load's holds on its blocks can go)."""
+        ...
+
+    def cancel_load(self, seq: Sequence) -> list[Sequence]:
+        """seq left before its allocation; returns the requests that waited for its load."""
+        ...
+
+
 def _order(seq: Sequence) -> tuple[int, float, int]:
     """Serving order: higher priority, then earlier arrival, then lower id."""
     return (-seq.priority, seq.arrival_time, seq.request_id)
@@ -132,9 +157,11 @@ class Scheduler:
         self.budget = config.max_num_batched_tokens
         self._num_steps_since_oom = 0
         self._num_steps = 0
-        # Called with a request about to be allocated (it fits): the lower KV tiers load its
-        # prefix into the cache here, so allocate() finds it (engine/kv_tiers/).
-        self.before_allocate: Callable[[Sequence], None] | None = None
+        # The lower KV tiers (engine/kv_tiers/): a request about to be allocated (it fits) first
+        # has its prefix loaded into the cache, so allocate() finds it. Loads from disk go on
+        # while other requests step; the request waits in `loading` until its load ends.
+        self.loader: PrefixLoader | None = None
+        self.loading: list[Sequence] = []
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -147,10 +174,12 @@ class Scheduler:
 
     def abort(self, request_id: int) -> Sequence | None:
         """Drop a request wherever it is, freeing its blocks; None when it is unknown."""
-        for queue in (self.waiting, self.running):
+        for queue in (self.waiting, self.running, self.loading):
             for seq in queue:
                 if seq.request_id == request_id:
                     queue.remove(seq)
+                    if self.loader is not None and queue is not self.running:
+                        self._requeue(self.loader.cancel_load(seq))
                     self._release(seq)
                     return seq
         return None
@@ -184,7 +213,7 @@ class Scheduler:
 
     @property
     def has_unfinished(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.loading)
 
     def wait_time(self) -> float:
         """Seconds to wait before the next step is worth scheduling (the admission window of an
@@ -200,6 +229,8 @@ class Scheduler:
         """The next step: running decodes, then prefill chunks, then newly admitted prompts,
         within the token budget. Preempts where blocks or slots run out."""
         step = Step(chunks=[], budget=self.budget)
+        if self.loading:
+            self._advance_loads()
         self._preempt_for_priority(step)
         budget = self.budget
         ordered = sorted(self.running, key=_order)
@@ -228,12 +259,15 @@ class Scheduler:
             seq = self.waiting[0]
             if seq.priority < floor:
                 break
-            if len(self.running) >= self.config.max_num_seqs or not self.blocks.can_allocate(seq):
+            if len(self.running) >= self.config.max_num_seqs or not self._fits(seq):
                 break
             self.waiting.pop(0)
-            if self.before_allocate is not None:
-                self.before_allocate(seq)
+            if self.loader is not None and not self.loader.start_load(seq):
+                self.loading.append(seq)  # the others go on meanwhile
+                continue
             self.blocks.allocate(seq)
+            if self.loader is not None:
+                self.loader.allocated(seq)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             budget -= self._add_prefill_chunk(seq, budget, step)
@@ -243,6 +277,22 @@ class Scheduler:
             self._num_steps += 1
             return self.schedule()
         return step
+
+    def _fits(self, seq: Sequence) -> bool:
+        reserved = self.loader.num_blocks_loading() if self.loader is not None else 0
+        return self.blocks.can_allocate(seq, reserved=reserved)
+
+    def _advance_loads(self) -> None:
+        """Place what the loads read since the last step; a request whose load ended goes back
+        to the queue. With nothing else to run, wait for the next block read (no busy loop)."""
+        assert self.loader is not None
+        self._requeue(self.loader.advance(wait=not self.running and not self.waiting))
+
+    def _requeue(self, seqs: list[Sequence]) -> None:
+        for seq in seqs:
+            if seq in self.loading:
+                self.loading.remove(seq)
+                self._enqueue(seq)
 
     def can_schedule_without_preemption(self) -> bool:
         """Whether the next schedule() surely preempts nobody: every running request has a free

@@ -20,19 +20,21 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from engine.block_manager import BlockManager, prefix_block_keys
+from engine.block_manager import BlockManager, NoFreeBlocksError, prefix_block_keys
 from engine.kv_cache import KVCache
 from engine.kv_tiers.block_file import BlockMisfit
 from engine.kv_tiers.block_loads import (
     CPU_TIER,
     DISK_TIER,
     CacheWriter,
+    Hit,
+    PrefixReads,
     copy_blocks_to_host,
-    lower_hits,
     make_read_pool,
 )
 from engine.kv_tiers.cpu_tier import CpuTier
@@ -44,6 +46,8 @@ from engine.sequence import Sequence
 from engine.stats import TierLoad
 
 FORGOTTEN_POLL_S = 1.0
+# An idle engine waits for a load's reads this long at a time, its copies up grouped across it.
+WAIT_SLICE_S = 0.05
 
 
 @dataclass
@@ -70,6 +74,21 @@ class _PendingSave:
     done: torch.cuda.Event
     block_ids: list[int]
     items: list[tuple[int, tuple[int, ...], torch.Tensor, str]]  # hash, tokens, host KV, tag
+
+
+@dataclass
+class _Load:
+    """One request's prefix on its way up from the lower tiers."""
+
+    seq: Sequence
+    reads: PrefixReads
+    held: list[int]  # cache blocks of the prefix (hits, then imports), held until allocated
+    loads: dict[str, TierLoad]
+    waited: dict[str, float]
+    num_looked: int
+    keys: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    followers: list[Sequence] = field(default_factory=list)  # requests waiting for these blocks
+    ended: bool = False
 
 
 @dataclass
@@ -103,6 +122,9 @@ class TieredKVCache:
         self._forgotten: set[str] = self.disk.forgotten_tags() if self.disk is not None else set()
         self._next_forgotten_poll = 0.0
         self._pool = make_read_pool() if self.disk is not None else None
+        self._stream = self._streams[0] if self._streams else None  # copies up
+        self._loads: dict[int, _Load] = {}  # by request id, until the request is allocated
+        self._loading_hashes: dict[int, _Load] = {}  # block hash -> the load bringing it up
         # On a GPU the host blocks are pinned ahead, off the engine's thread: the CPU tier's cap
         # and room for blocks on their way to disk (host_blocks.py says why).
         pool_bytes = 0
@@ -119,8 +141,14 @@ class TieredKVCache:
 
     # ---- up: before a request's prefill ---------------------------------------------------
 
-    def promote(self, seq: Sequence) -> None:
-        """Load the blocks of seq's prompt prefix that the lower tiers hold into the cache."""
+    def start_load(self, seq: Sequence) -> bool:
+        """Begin loading the blocks of seq's prompt prefix that the lower tiers hold into the
+        cache. True: seq may be allocated now (nothing to load, or all of it loaded at once from
+        the CPU tier); False: reads are under way (advance() says when they end), or another
+        request's load is bringing up the same blocks (seq then waits for it)."""
+        earlier = self._loads.get(seq.request_id)
+        if earlier is not None:
+            return earlier.ended  # loaded (its blocks held), back in the queue to be allocated
         seq.tier_loads = {}
         self.poll()
         block_size = self.blocks.block_size
@@ -133,39 +161,140 @@ class TieredKVCache:
             held.append(block_id)
         rest = keys[len(held) :]
         if not rest:
-            return
-        # Held while blocks are imported: importing may evict cached blocks, never these.
-        self.blocks.hold(held)
+            return True
+        leader = self._loading_hashes.get(rest[0][0])
+        if leader is not None:
+            leader.followers.append(seq)
+            return False
         loads = {CPU_TIER: TierLoad(), DISK_TIER: TierLoad()}
         waited = {CPU_TIER: 0.0, DISK_TIER: 0.0}
+        if not self._may_hold(rest[0][0]):
+            self._count_loads(seq, loads, waited, len(rest))
+            return True
+        # Held until seq is allocated: importing (here or by other loads) and other requests'
+        # allocations may evict cached blocks, never these.
+        self.blocks.hold(held)
+        reads = PrefixReads(
+            rest,
+            cpu=self.cpu,
+            disk=self.disk,
+            read_disk=self._read_disk,
+            pool=self._pool,
+            waited=waited,
+            reserve=self._reserve,
+        )
+        load = _Load(seq, reads, held, loads, waited, len(rest), keys=rest)
+        self._loads[seq.request_id] = load
+        for block_hash, _ in rest:
+            self._loading_hashes[block_hash] = load
+        self._advance(load, wait=False)
+        if load.reads.ended:
+            self._end(load)
+            return True
+        return False
+
+    def advance(self, *, wait: bool) -> list[Sequence]:
+        """Place the blocks read since the last call into the cache; the requests whose loads
+        ended (and those that waited for them). With wait, waits for the first load's next
+        block (the engine has nothing else to run)."""
+        done: list[Sequence] = []
+        for load in [load for load in self._loads.values() if not load.ended]:
+            self._advance(load, wait=wait)
+            wait = False
+            if load.reads.ended:
+                done += self._end(load)
+        return done
+
+    def has_loads(self) -> bool:
+        """Whether reads are under way (a request waits for them)."""
+        return any(not load.ended for load in self._loads.values())
+
+    def num_blocks_loading(self) -> int:
+        """Cache blocks the loads under way may still take (an upper bound)."""
+        return sum(load.reads.num_left for load in self._loads.values() if not load.ended)
+
+    def allocated(self, seq: Sequence) -> None:
+        """seq was allocated: its loaded blocks are its own now, the load's holds go."""
+        load = self._loads.pop(seq.request_id, None)
+        if load is not None:
+            self.blocks.release(load.held)
+
+    def cancel_load(self, seq: Sequence) -> list[Sequence]:
+        """seq left (aborted) while loading or before its allocation: its reads stop, its holds
+        go; returns the requests that waited for its load (to be scheduled again)."""
+        load = self._loads.get(seq.request_id)
+        if load is None:
+            for other in self._loads.values():
+                if seq in other.followers:
+                    other.followers.remove(seq)
+            return []
+        followers = [] if load.ended else self._end(load)
+        self.allocated(seq)
+        return followers
+
+    def _may_hold(self, block_hash: int) -> bool:
+        """Whether a lower tier may hold this block: the CPU tier has it, or a file for it is in
+        this process's index or on disk (another process may have written it)."""
+        if self.cpu is not None and block_hash in self.cpu:
+            return True
+        return self.disk is not None and (
+            self.disk.knows(block_hash) or self.disk.contains(block_hash)
+        )
+
+    def _advance(self, load: _Load, *, wait: bool) -> None:
+        block_size = self.blocks.block_size
+        tag = load.seq.cache_tag
+        writer: CacheWriter | None = None
+        until = time.perf_counter() + WAIT_SLICE_S
         try:
-            writer = CacheWriter(self.kv_cache.tensor, self._streams[0] if self._streams else None)
-            hits = lower_hits(
-                rest,
-                cpu=self.cpu,
-                disk=self.disk,
-                read_disk=self._read_disk,
-                pool=self._pool,
-                waited=waited,
-                reserve=self._reserve,
-            )
-            for tier, block_hash, token_ids, kv in hits:
+            for tier, block_hash, token_ids, kv in self._ready(load.reads, wait, until):
                 started = time.perf_counter()
-                block_id = self.blocks.import_block(block_hash, token_ids)
-                held.append(block_id)
-                writer.add(block_id, kv)
-                load = loads[tier]
-                load.num_tokens += block_size
-                load.num_bytes += kv.numel() * kv.element_size()
-                load.seconds += time.perf_counter() - started
-                if seq.cache_tag is not None:
-                    self._tag_hashes[seq.cache_tag].add(block_hash)
-            writer.finish()
+                # Another request may have computed this block meanwhile: take it as it is.
+                block_id = self.blocks.cached_block_id(block_hash, token_ids)
+                if block_id is not None:
+                    self.blocks.hold([block_id])
+                else:
+                    try:
+                        block_id = self.blocks.import_block(block_hash, token_ids)
+                    except NoFreeBlocksError:  # other requests took the room: compute the rest
+                        load.reads.cancel()
+                        break
+                    if writer is None:
+                        writer = CacheWriter(self.kv_cache.tensor, self._stream)
+                    writer.add(block_id, kv)
+                load.held.append(block_id)
+                tier_load = load.loads[tier]
+                tier_load.num_tokens += block_size
+                tier_load.num_bytes += kv.numel() * kv.element_size()
+                tier_load.seconds += time.perf_counter() - started
+                if tag is not None:
+                    self._tag_hashes[tag].add(block_hash)
         finally:
-            self.blocks.release(held)
-        if loads[DISK_TIER].num_tokens and self.writer is not None:
+            if writer is not None:
+                # The compute stream waits for these copies: a block is registered in the cache
+                # as it is imported, and another request may find it from its next step on.
+                writer.finish()
+
+    @staticmethod
+    def _ready(reads: PrefixReads, wait: bool, until: float) -> Iterator[Hit]:
+        """The blocks ready now; with wait, every block read until the reads end or `until`
+        passes (then the engine's loop looks at its inbox: a new request may run meanwhile)."""
+        yield from reads.ready(wait=wait)
+        while wait and not reads.ended and time.perf_counter() < until:
+            yield from reads.ready(wait=True)
+
+    def _end(self, load: _Load) -> list[Sequence]:
+        """The load's reads are over: its counts, and the requests that waited for it."""
+        load.ended = True
+        load.reads.cancel()
+        for block_hash, _ in load.keys:
+            if self._loading_hashes.get(block_hash) is load:
+                del self._loading_hashes[block_hash]
+        if load.loads[DISK_TIER].num_tokens and self.writer is not None:
             self.writer.submit_touches()
-        self._count_loads(seq, loads, waited, len(rest))
+        self._count_loads(load.seq, load.loads, load.waited, load.num_looked)
+        followers, load.followers = load.followers, []
+        return [load.seq, *followers]
 
     def _count_loads(
         self, seq: Sequence, loads: dict[str, TierLoad], waited: dict[str, float], num_looked: int

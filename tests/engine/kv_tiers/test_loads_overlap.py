@@ -1,0 +1,132 @@
+"""Loads from the disk tier go on while other requests step: a request decoding is not held up
+by another's load, a load can be aborted, and two questions on one document read its files
+once. The disk's reads are held at a gate here, so the order of events is the test's."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.kv_cache_files import document_cache_tag
+from engine import LLMEngine, SamplingParams
+from tests.engine.kv_tiers.conftest import GREEDY, document, question, tiered_engine
+
+TAG = document_cache_tag(7)
+HANG_S = 60  # a gate never opened or a step that never comes: a hang, not slowness
+
+
+class GatedReads:
+    """Holds the disk tier's reads of an engine until open(); counts them."""
+
+    def __init__(self, engine: LLMEngine) -> None:
+        self.disk = engine._main.tiers.disk
+        self._read = self.disk.read
+        self.gate = threading.Event()
+        self.num_reads = 0
+        self._lock = threading.Lock()
+        self.disk.read = self._gated
+
+    def _gated(self, *args, **kwargs):
+        with self._lock:
+            self.num_reads += 1
+        assert self.gate.wait(HANG_S), "the test never opened the gate"
+        return self._read(*args, **kwargs)
+
+    def open(self) -> None:
+        self.gate.set()
+
+
+@pytest.fixture
+def restarted(llama, tmp_path):
+    """An engine over a disk folder that holds one document's blocks (written by another)."""
+    doc = document(300, 21)
+    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
+    writer.close()
+    engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+    yield engine, doc
+    engine.close()
+
+
+def _run_until_done(engine: LLMEngine, request_ids: set[int]) -> dict:
+    results = {}
+    for _ in range(10_000):
+        for result in engine.step():
+            results[result.request_id] = result
+        if request_ids <= results.keys():
+            return results
+    raise AssertionError("the requests never finished")
+
+
+def test_a_request_decodes_while_another_loads_from_disk(restarted, cold_engine) -> None:
+    engine, doc = restarted
+    gated = GatedReads(engine)
+    decoding = []
+    talker = engine.add_request(
+        document(20, 22),
+        SamplingParams(max_new_tokens=30),
+        on_token=lambda token_id, _: decoding.append(token_id),
+    )
+    while not decoding:
+        engine.step()
+    loader = engine.add_request(question(doc, 2), GREEDY, cache_tag=TAG)
+    scheduler = engine._main.scheduler
+    before = len(decoding)
+    for _ in range(8):
+        engine.step()
+    # Eight steps of the talker while the other's reads are held: it was not made to wait.
+    assert len(decoding) >= before + 7
+    assert [seq.request_id for seq in scheduler.loading] == [loader]
+    assert gated.num_reads > 0
+    gated.open()
+    results = _run_until_done(engine, {talker, loader})
+    stats = results[loader].stats.to_dict()
+    assert stats["disk_tier_num_tokens"] == 288 and stats["num_computed_prompt_tokens"] == 19
+    assert results[loader].token_ids == cold_engine.generate(question(doc, 2), GREEDY).token_ids
+    assert (
+        results[talker].token_ids
+        == cold_engine.generate(document(20, 22), SamplingParams(max_new_tokens=30)).token_ids
+    )
+
+
+def test_a_load_aborted_midway_leaves_the_cache_whole(restarted, cold_engine) -> None:
+    engine, doc = restarted
+    gated = GatedReads(engine)
+    blocks = engine._main.blocks
+    free = blocks.num_free_blocks
+    loader = engine.add_request(question(doc, 3), GREEDY, cache_tag=TAG)
+    engine.add_request(document(20, 23), SamplingParams(max_new_tokens=30))  # keeps it busy
+    for _ in range(3):
+        engine.step()
+    assert [seq.request_id for seq in engine._main.scheduler.loading] == [loader]
+    assert engine.abort(loader) is not None
+    gated.open()
+    while engine.has_unfinished_requests():
+        engine.step()
+    # The load's blocks were released (held none, leaked none): every block is free again.
+    assert blocks.num_free_blocks == free
+    assert not engine._main.tiers.has_loads()
+    again = engine.generate(question(doc, 4), GREEDY, cache_tag=TAG)
+    assert again.stats.num_cached_tokens == 288
+    assert again.token_ids == cold_engine.generate(question(doc, 4), GREEDY).token_ids
+
+
+def test_two_questions_on_one_document_read_its_files_once(restarted, cold_engine) -> None:
+    engine, doc = restarted
+    gated = GatedReads(engine)
+    first = engine.add_request(question(doc, 5), GREEDY, cache_tag=TAG)
+    second = engine.add_request(question(doc, 6), GREEDY, cache_tag=TAG)
+    engine.step()
+    assert {seq.request_id for seq in engine._main.scheduler.loading} == {first, second}
+    gated.open()
+    results = _run_until_done(engine, {first, second})
+    # The document's 18 full blocks and the block after them (the first question's, a miss),
+    # each looked for once: the second question waited for the first one's load.
+    assert gated.num_reads == 19
+    loaded = [results[r].stats.to_dict()["disk_tier_num_tokens"] for r in (first, second)]
+    assert loaded == [288, 0]  # the second found them in the cache, loaded by the first
+    assert results[second].stats.num_cached_tokens == 288
+    for request_id, seed in ((first, 5), (second, 6)):
+        expected = cold_engine.generate(question(doc, seed), GREEDY).token_ids
+        assert results[request_id].token_ids == expected
