@@ -30,6 +30,7 @@ from app.db.models import (
     Passage,
     Redaction,
 )
+from app.db.session import write_transaction
 from app.display import display_name, display_name_or_none
 from app.errors import DuplicateDocument, StoredFileError
 from app.services import collections, dispatch
@@ -323,6 +324,7 @@ def delete_document(
     committed and saves nothing (worker/jobs/run_claim.py); ids are never given again
     (migration 0012), so no later document or job can receive what it was computing.
     """
+    write_transaction(session)  # read, then deleted: BEGIN IMMEDIATE on SQLite
     document = session.get(Document, document_id)
     if document is None:
         return False

@@ -125,3 +125,48 @@ def test_begin_immediate_only_for_writes(tmp_path: Path) -> None:
 
     assert begins == ["BEGIN", "BEGIN IMMEDIATE", "BEGIN IMMEDIATE"]
     engine.dispose()
+
+
+def test_deleting_a_document_while_a_worker_writes_waits_for_the_lock(tmp_path: Path) -> None:
+    """delete_document reads the document, then deletes: a worker's commit between the two
+    failed the deletion at once with "database is locked" (seen in a test of workers under
+    load). Here the worker's write comes exactly then: just after the deletion's first read."""
+    from app.services import documents
+    from tests.app.new_documents import new_document
+
+    engine = _engine(tmp_path)
+    sessions = session_factory(engine)
+    job_id = _two_jobs(sessions)[0]
+    with sessions() as session:
+        document_id = documents.store_document(session=session, new=new_document("d")).id
+        session.commit()
+    errors: list[str] = []
+
+    def worker_writes() -> None:
+        try:
+            with sessions() as session:
+                jobs.update_progress(session=session, job_id=job_id, stage="w", done=1, total=2)
+                session.commit()
+        except Exception as error:
+            errors.append(str(error))
+
+    worker = threading.Thread(target=worker_writes)
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after(_connection, _cursor, statement: str, *_args) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and worker.ident is None:
+            worker.start()  # once, at the deletion's first read
+            worker.join(timeout=1.0)  # without the lock taken, it commits in this second
+
+    with sessions() as session:
+        assert documents.delete_document(
+            session=session, document_id=document_id, files_dir=tmp_path
+        )
+        session.commit()
+    event.remove(engine, "after_cursor_execute", _after)
+    worker.join(timeout=30)
+    assert errors == [] and not worker.is_alive()
+    with sessions() as session:
+        assert documents.get_document(session=session, document_id=document_id) is None
+        assert jobs.get_job(session=session, job_id=job_id).progress_done == 1
+    engine.dispose()

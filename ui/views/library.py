@@ -7,6 +7,7 @@ import logging
 import streamlit as st
 
 from app.db.models import Document, DocumentKind, DocumentStatus
+from app.db.session import write_transaction
 from app.errors import AppError
 from app.services import access, acting, dispatch, documents, results
 from ui import context as ctx
@@ -39,6 +40,9 @@ def _confirm_delete(document_id: int, title: str) -> None:
     if left.button("Delete", type="primary", icon=":material/delete:", key="confirm-delete"):
         settings = ctx.settings()
         with ctx.session() as db:
+            # Checked, then deleted: the write lock first (SQLite fails a transaction that read
+            # and then writes after a worker's commit with "database is locked", at once).
+            write_transaction(db)
             acting.allow_document_write(
                 session=db, actor=ctx.actor(), document_id=document_id, action="delete"
             )

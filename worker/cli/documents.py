@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.db.models import Document, DocumentKind, DocumentStatus
+from app.db.session import write_transaction
 from app.display import display_name, terminal_text
 from app.errors import NotFound
 from app.services import acting, dispatch, documents
@@ -176,6 +177,7 @@ def delete_command(
             error_console.print("Nothing was deleted.")
             raise typer.Exit(1)
         with open_session(settings) as session:
+            write_transaction(session)  # checked, then deleted: the write lock first (SQLite)
             as_user.require_document(session, document_id, action="delete", write=True)
             if not documents.delete_document(
                 session=session,
