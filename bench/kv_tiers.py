@@ -23,12 +23,15 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import itertools
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="write back the dirty page cache (os.sync) before the restart: the disk phase then "
         "reads a warm cache with no writeback of the files just written running beside it",
+    )
+    parser.add_argument(
+        "--busy-streams",
+        type=int,
+        default=8,
+        help="a last restart: the disk load while this many requests decode (0: not run)",
+    )
+    parser.add_argument("--busy-gc-off", action="store_true", help="the busy load again, gc off")
+    parser.add_argument(
+        "--device-checksums",
+        action="store_true",
+        help="EngineConfig.kv_device_checksums: block files checked on the device, not the host",
     )
     args = parser.parse_args(argv)
     is_cuda = args.device.startswith("cuda")
@@ -218,6 +233,7 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "kv_cpu_tier_bytes": int(kv_per_token * (len(texts[0]) + 1024)),
         "kv_disk_tier_dir": kv_dir,
         "kv_disk_tier_bytes": int(kv_per_token * len(texts[0]) * 4),
+        "kv_device_checksums": args.device_checksums,
     }
     engine = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
     # As a worker's start-up would: the host memory of the tiers pinned before the first answer.
@@ -246,6 +262,34 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     rows["disk-tier"] = first_token(restarted, texts[3], tag)
     memory_after = meminfo()
     restart_host = restarted.kv_write_behind_stats()
+    busy = None
+    if args.busy_streams:
+        restarted.close()
+        del restarted
+        _free()
+        # Another restart, with no CPU tier (the load then comes from disk again): the same
+        # load while other requests decode, which go on stepping during it. Warmed by a short
+        # prompt: the kernels were built by the engines before, in this process.
+        restarted = model.engine(
+            args.device, dtype, chunk_size=args.chunk, **{**tiers, "kv_cpu_tier_bytes": 0}
+        )
+        _wait_host_pool(restarted)
+        _warm(restarted, warm_up[:1024])
+        busy = busy_load(restarted, texts[4], tag, args.busy_streams)
+        if args.busy_gc_off:  # a diagnosis: the same with Python's collector off
+            restarted.close()
+            del restarted
+            _free()
+            restarted = model.engine(
+                args.device, dtype, chunk_size=args.chunk, **{**tiers, "kv_cpu_tier_bytes": 0}
+            )
+            _wait_host_pool(restarted)
+            _warm(restarted, warm_up[:1024])
+            gc.disable()
+            try:
+                busy["gc_off"] = busy_load(restarted, texts[4], tag, args.busy_streams)
+            finally:
+                gc.enable()
     restarted.forget_cache_tag(tag)  # leave no files behind
     restarted.close()
     del restarted
@@ -261,9 +305,102 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "host_after_disk_load": restart_host,
         "memory_around_disk_phase": {"before": memory_before, "after": memory_after},
         "sync_before_restart_s": sync_s,
+        "busy": busy,
         "write_behind_cost_on_first_answer": rows["cold-tiered"]["ttft_s"] / cold - 1,
         "speedup_vs_cold": {phase: cold / rows[phase]["ttft_s"] for phase in PHASES},
         "phases": rows,
+    }
+
+
+def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) -> dict:
+    """prompt's first token, its prefix loaded from disk while num_streams requests decode:
+    their longest wait for a token while the reads went on, and in the step that admitted the
+    loaded request (its own prefill step), beside their median step before."""
+    call = [0]  # engine.step() calls so far: a token is read in one of them
+    stamps: list[list[tuple[float, int]]] = [[] for _ in range(num_streams)]
+
+    def on_token(index: int) -> Callable[[int, str], None]:
+        return lambda _id, _delta: stamps[index].append((time.perf_counter(), call[0]))
+
+    step_seconds: list[tuple[float, float]] = []  # (start after the load began, host seconds)
+
+    def step() -> list:
+        call[0] += 1
+        began = time.perf_counter()
+        results = engine.step()
+        step_seconds.append((began, time.perf_counter() - began))
+        return results
+
+    params = SamplingParams(max_new_tokens=100_000, ignore_eos=True)
+    streams = [
+        engine.add_request(
+            [3 + (index * 31 + k) % 250 for k in range(64)], params, on_token=on_token(index)
+        )
+        for index in range(num_streams)
+    ]
+    while min(len(times) for times in stamps) < 20:  # all decoding, past their first steps
+        step()
+    # A short prompt joins the decodes first: the mixed step's kernels are then built.
+    joined = engine.add_request(list(range(40, 104)), SamplingParams(max_new_tokens=1))
+    while not any(done.request_id == joined for done in step()):
+        pass
+    collections: list[tuple[int, float]] = []  # (generation, seconds) of gc's passes
+    gc_began = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_began[0] = time.perf_counter()
+        else:
+            collections.append((info["generation"], time.perf_counter() - gc_began[0]))
+
+    gc.callbacks.append(on_gc)
+    first: list[tuple[float, int]] = []
+    started = time.perf_counter()
+    loader = engine.add_request(
+        prompt,
+        SamplingParams(max_new_tokens=1),
+        cache_tag=tag,
+        on_token=lambda _id, _delta: first.append((time.perf_counter(), call[0])),
+    )
+    result = None
+    while result is None:
+        for done in step():
+            if done.request_id == loader:
+                result = done
+    ended, admitted_call = first[0]
+    gc.callbacks.remove(on_gc)
+    for request_id in streams:
+        engine.abort(request_id)
+    while engine.has_unfinished_requests():
+        step()
+    before_load, while_reading, admission = [], [], []
+    for times in stamps:
+        for (then, _), (now, now_call) in itertools.pairwise(times):
+            if now <= started:
+                before_load.append(now - then)
+            elif now_call < admitted_call:
+                while_reading.append(now - then)
+            elif now_call == admitted_call:
+                admission.append(now - then)
+    stats = result.stats.to_dict()
+    return {
+        "num_streams": num_streams,
+        "ttft_s": ended - started,
+        "disk_tier_tokens": stats["disk_tier_num_tokens"],
+        "disk_tier_load_s": stats["disk_tier_seconds"],
+        "num_computed_prompt_tokens": stats["num_computed_prompt_tokens"],
+        "stream_tokens_while_reading": len(while_reading),
+        "stream_longest_gap_while_reading_s": max(while_reading, default=None),
+        "stream_gap_in_admission_step_s": max(admission, default=None),
+        "stream_median_gap_before_s": statistics.median(before_load) if before_load else None,
+        "host_blocks": engine.kv_write_behind_stats(),
+        # engine.step() calls during the load: the longest ones, (seconds into the load, host
+        # seconds); gc.collect's passes meanwhile.
+        "longest_step_calls": sorted(
+            ((b - started, d) for b, d in step_seconds if started <= b < ended),
+            key=lambda item: -item[1],
+        )[:8],
+        "gc_passes_during_load": collections,
     }
 
 
@@ -285,6 +422,10 @@ def _free() -> None:
         torch.cuda.empty_cache()
 
 
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f} s"
+
+
 def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     # out + ".json", not with_suffix: a label may hold a dot (h100.whole-block-reads)
@@ -300,7 +441,8 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
         f"{meta['hardware']['load_average_at_start'][0]:.1f}), torch "
         f"{meta['hardware']['torch']}, {meta['hardware']['date_utc']} UTC. "
         "Produced by `bench/kv_tiers.py`; one run per phase, each engine warmed first by a "
-        "prompt of the same length that shares no prefix.",
+        "prompt of the same length that shares no prefix. Block files checked on "
+        + ("the device (`--device-checksums`)." if meta.get("device_checksums") else "the host."),
         "",
         "| tokens | phase | TTFT s | x cold | computed | from GPU | from CPU | from disk | load GB/s "
         "| of it waiting for reads |",
@@ -348,6 +490,19 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                 f"{after['Cached_mib']} MiB (grows by what was read from the disk itself, not "
                 f"from the cache); memory available {before.get('MemAvailable_mib')} MiB."
             )
+        busy = result.get("busy")
+        if busy:
+            lines.append(
+                f"  The disk load again after another restart, while {busy['num_streams']} "
+                f"requests decode: first token in {busy['ttft_s']:.3f} s "
+                f"({busy['disk_tier_tokens']} tokens from disk, engine thread "
+                f"{busy['disk_tier_load_s']:.3f} s on the load); while the reads went on the "
+                f"decoding requests took {busy['stream_tokens_while_reading']} tokens, their "
+                f"longest wait {_seconds(busy['stream_longest_gap_while_reading_s'])}; the step "
+                f"that admitted the loaded request (its prefill) took "
+                f"{_seconds(busy['stream_gap_in_admission_step_s'])}; median step before the "
+                f"load {_seconds(busy['stream_median_gap_before_s'])}."
+            )
         if result.get("sync_before_restart_s") is not None:
             lines.append(
                 f"  `--sync`: the dirty page cache written back before the restart in "
@@ -392,6 +547,7 @@ def main(argv: list[str] | None = None) -> None:
         "model": model.name,
         "hardware": hardware(device),
         "torch_threads": torch.get_num_threads(),
+        "device_checksums": args.device_checksums,
     }
     name = "kv_tiers" + (f"_{args.label}" if args.label else "")
     write_report(args.out_dir / name, meta, results)

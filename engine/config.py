@@ -83,6 +83,11 @@ class EngineConfig:
     kv_disk_tier_dir: Path | None = None
     kv_disk_tier_bytes: int = 20 * 1024 * MiB
     kv_model_identity: str | None = None
+    # Disk-tier files checked on the KV cache's device after a load's copy up, with sums made
+    # there as blocks go down (engine/kv_tiers/block_sums.py), instead of hashed on the host by
+    # the readers: for a GPU, where the host's memory bandwidth bounds a load. Off until it is
+    # measured on one; either way every file is checked before its KV is used.
+    kv_device_checksums: bool = False
 
     def __post_init__(self) -> None:
         # Accept str paths from callers; frozen, so coerce through object.__setattr__.

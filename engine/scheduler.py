@@ -18,6 +18,9 @@ vLLM V1's policy in nano-vllm's shape (the engine calls schedule(), runs the ste
   60%, and the summaries lose a third of their speed for the seconds the answer takes;
 - an idle engine waits an admission window after the first arrival, so requests that arrive
   together are prefilled together;
+- with lower KV tiers (a `loader`), an admitted request whose prefix is on disk waits in
+  `loading` while its blocks are read, and the other requests go on; it is allocated when its
+  load ends;
 - out of memory: the same step is planned again with half the budget, down to a minimum.
 
 Plain Python, no torch: the scheduler decides, the model runner computes.

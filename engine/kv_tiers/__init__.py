@@ -66,4 +66,10 @@ def build_kv_tiers(
     disk = None
     if config.kv_disk_tier_dir is not None:
         disk = DiskTier(config.kv_disk_tier_dir, namespace, max_bytes=config.kv_disk_tier_bytes)
-    return TieredKVCache(kv_cache=kv_cache, blocks=blocks, cpu=cpu, disk=disk)
+    return TieredKVCache(
+        kv_cache=kv_cache,
+        blocks=blocks,
+        cpu=cpu,
+        disk=disk,
+        device_sums=config.kv_device_checksums,
+    )

@@ -14,6 +14,12 @@ and token ids asked for, the payload's length and its checksum. The checksum is 
 thirds of a block's read time); the header names which, so a file of either kind is read. A file
 whose checksum this process cannot compute is left for one that can, not loaded.
 
+A GPU engine writes the kind "sum64x2" instead: two sums over the payload's 64-bit words, plain and
+weighted by position (mod 2**64), computed on the GPU as the block is copied down, and checked
+on the GPU after a load copied the block up (block_sums.py): the host then never reads a payload
+a second time to hash it, which cost a sixth of a 128K load's read rate on an H100 host. Any
+reader can check such a file on the host too (numpy), as a CPU engine does.
+
 A reader that knows the block it expects (dtype, shape, size: the tier's own) reads a padded file
 in one call (read_expected: os.preadv of the head page, the payload and one byte more, which
 shows the file is not longer than it says): every call that releases the GIL is a hand-off among
@@ -27,7 +33,10 @@ import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import BinaryIO
+
+import numpy as np
 
 try:
     import xxhash
@@ -46,6 +55,9 @@ class DiskBlock:
     dtype: str
     shape: tuple[int, ...]
     num_bytes: int  # the file's size
+    # The file's "sum64x2" values when the reader deferred their check (to the GPU, after the
+    # copy up: block_sums.py); None when the payload was checked here.
+    sums: tuple[int, int] | None = None
 
 
 def encode_head(
@@ -55,8 +67,10 @@ def encode_head(
     payload: memoryview,
     dtype: str,
     shape: tuple[int, ...],
+    sums: tuple[int, int] | None = None,
 ) -> bytes:
-    """Everything the file holds before the payload."""
+    """Everything the file holds before the payload; sums: the payload's "sum64x2" (computed
+    where the block was), else its checksum is computed here."""
     header = json.dumps(
         {
             "namespace": namespace,
@@ -64,7 +78,7 @@ def encode_head(
             "token_ids": list(token_ids),
             "dtype": dtype,
             "shape": list(shape),
-            **checksum(payload),
+            **({SUMS: list(sums)} if sums is not None else checksum(payload)),
             "num_bytes": payload.nbytes,
         }
     ).encode()
@@ -72,10 +86,29 @@ def encode_head(
     return MAGIC + len(header).to_bytes(4, "little") + header
 
 
-def _checksum_function(kind: str) -> Callable[[memoryview], int] | None:
+SUMS = "sum64x2"
+
+
+@lru_cache(maxsize=4)
+def _weights(num_words: int) -> np.ndarray:
+    return np.arange(1, 2 * num_words, 2, dtype=np.int64)  # odd: a word's weight is never 0
+
+
+def payload_sums(payload: memoryview) -> list[int]:
+    """ "sum64x2" of a payload on the host: the sum of its little-endian 64-bit words and the
+    sum of word i times 2i + 1, both mod 2**64 as signed integers (as block_sums computes on
+    the device; integer sums wrap alike in numpy and torch, in any order)."""
+    words = np.frombuffer(payload, dtype="<i8")
+    with np.errstate(over="ignore"):
+        return [int(words.sum(dtype=np.int64)), int((words * _weights(words.size)).sum())]
+
+
+def _checksum_function(kind: str) -> Callable[[memoryview], int | list[int]] | None:
     """The function of a checksum kind a header names; None where this process has none."""
     if kind == "xxh3_64":
         return None if xxhash is None else xxhash.xxh3_64_intdigest
+    if kind == SUMS:
+        return payload_sums
     return zlib.crc32 if kind == "crc32" else None
 
 
@@ -121,14 +154,28 @@ def _names(header: dict, namespace: str, block_hash: int, token_ids: tuple[int, 
     )
 
 
-def _header_checksum(header: dict) -> tuple[str, Callable[[memoryview], int]]:
+def _header_checksum(header: dict) -> tuple[str, Callable[[memoryview], int | list[int]]]:
     """The checksum kind a header names and its function; BlockMisfit where this process has
     none (the file is left for one that has)."""
-    kind = "xxh3_64" if "xxh3_64" in header else "crc32"
+    kind = next((k for k in ("xxh3_64", SUMS) if k in header), "crc32")
     compute = _checksum_function(kind)
     if compute is None:
         raise BlockMisfit
     return kind, compute
+
+
+def _verified(
+    header: dict, payload: memoryview, defer_sums: bool
+) -> tuple[bool, tuple[int, int] | None]:
+    """(whether the payload is good as far as checked here, the sums left to the caller)."""
+    kind, compute = _header_checksum(header)
+    if kind == SUMS:
+        sums = header[SUMS]
+        if not (isinstance(sums, list) and len(sums) == 2 and all(type(v) is int for v in sums)):
+            return False, None
+        if defer_sums:
+            return True, (sums[0], sums[1])
+    return header[kind] == compute(payload), None
 
 
 def read_block(
@@ -138,6 +185,7 @@ def read_block(
     block_hash: int,
     token_ids: tuple[int, ...],
     take: Callable[[str, tuple[int, ...], int], memoryview] = new_buffer,
+    defer_sums: bool = False,
 ) -> DiskBlock | None:
     """The block in the open file of `size` bytes if it is whole and what its name says; else
     None. The payload is read straight into take(dtype, shape, num_bytes), the memory it will be
@@ -161,16 +209,15 @@ def read_block(
         num_bytes = size - start
         if not _names(header, namespace, block_hash, token_ids) or header["num_bytes"] != num_bytes:
             return None
-        kind, compute = _header_checksum(header)
+        _header_checksum(header)  # BlockMisfit before any read, for a kind not computable here
         dtype, shape = str(header["dtype"]), tuple(header["shape"])
         payload = take(dtype, shape, num_bytes)
         early = head[start:]  # payload bytes the first read brought: an unpadded file's
         payload[: len(early)] = early
         if _read_into(file, payload[len(early) :]) != num_bytes - len(early):
             return None
-        if header[kind] != compute(payload):
-            return None
-        return DiskBlock(payload, dtype, shape, size)
+        good, sums = _verified(header, payload, defer_sums)
+        return DiskBlock(payload, dtype, shape, size, sums) if good else None
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -182,12 +229,15 @@ def read_expected(
     token_ids: tuple[int, ...],
     expect: tuple[str, tuple[int, ...]],
     payload: memoryview,
+    defer_sums: bool = False,
 ) -> DiskBlock | str | None:
     """The block in the open file fd, read with one os.preadv straight into payload (the
     expected block's memory), if the file is padded and holds a block of expect's dtype and
     shape and of payload's size; else OTHER_LAYOUT (a file from before the padding, another
     block's shape, a short read: read_block decides, reading it again) or None (not whole or
-    not what its name says). Raises BlockMisfit for a checksum this process cannot compute."""
+    not what its name says). Raises BlockMisfit for a checksum this process cannot compute.
+    defer_sums: a "sum64x2" file's sums are returned unchecked (the caller checks them on the
+    device); other kinds are checked here."""
     head, probe = bytearray(PAYLOAD_ALIGN), bytearray(1)
     got = os.preadv(fd, [head, payload, probe], 0)
     if got < PAYLOAD_ALIGN:
@@ -205,9 +255,7 @@ def read_expected(
             return OTHER_LAYOUT
         if got != PAYLOAD_ALIGN + payload.nbytes:
             return OTHER_LAYOUT  # short (cut, or a short read) or longer than its header says
-        kind, compute = _header_checksum(header)
-        if header[kind] != compute(payload):
-            return None
-        return DiskBlock(payload, dtype, shape, got)
+        good, sums = _verified(header, payload, defer_sums)
+        return DiskBlock(payload, dtype, shape, got, sums) if good else None
     except (ValueError, KeyError, TypeError):
         return None

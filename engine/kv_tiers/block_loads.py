@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
+from engine.kv_tiers.block_sums import block_sums, to_device
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier
 
@@ -179,44 +180,70 @@ def lower_hits(
 
 
 def copy_blocks_to_host(
-    cache: torch.Tensor, block_ids: list[int], hosts: list[torch.Tensor]
+    cache: torch.Tensor,
+    block_ids: list[int],
+    hosts: list[torch.Tensor],
+    sums: torch.Tensor | None = None,
 ) -> None:
     """cache[:, :, block_ids[i]] into hosts[i] (on the current stream, asynchronously into
     pinned memory): per run of adjacent host blocks one gather on the cache's device and one
-    copy, not two launches a block (a 128K prefill registers 8,192 blocks)."""
-    index = torch.tensor(block_ids).to(cache.device, non_blocking=True)
+    copy, not two launches a block (a 128K prefill registers 8,192 blocks). sums, [n, 2] int64
+    on the cache's device: filled with each block's "sum64x2" (block_sums.py)."""
+    index = to_device(block_ids, cache.device)
     for start, end in host_runs(hosts):
         gathered = cache.movedim(2, 0).index_select(0, index[start:end])  # contiguous
         run_view(hosts, start, end).copy_(gathered, non_blocking=True)
+        if sums is not None:
+            sums[start:end] = block_sums(gathered)
 
 
 def copy_blocks_from_host(
-    cache: torch.Tensor, block_ids: list[int], kvs: list[torch.Tensor]
-) -> None:
+    cache: torch.Tensor,
+    block_ids: list[int],
+    kvs: list[torch.Tensor],
+    expected: list[tuple[int, int] | None] | None = None,
+) -> torch.Tensor | None:
     """kvs[i] into cache[:, :, block_ids[i]] (on the current stream): one copy per run of adjacent
-    host blocks into a staging buffer [n, 2, L, block_size, KV, D], then one scatter."""
+    host blocks into a staging buffer [n, 2, L, block_size, KV, D], then one scatter. expected:
+    per block its file's "sum64x2" still to be checked (None: checked already); returns then
+    a bool tensor on the cache's device, True where a block's sums differ."""
     staging = torch.empty((len(kvs), *kvs[0].shape), dtype=cache.dtype, device=cache.device)
     for start, end in host_runs(kvs):
         staging[start:end].copy_(run_view(kvs, start, end), non_blocking=True)
-    index = torch.tensor(block_ids).to(cache.device, non_blocking=True)
+    index = to_device(block_ids, cache.device)
     cache.index_copy_(2, index, staging.movedim(0, 2))
+    if expected is None or all(sums is None for sums in expected):
+        return None
+    want = to_device([sums or (0, 0) for sums in expected], cache.device)
+    checked = to_device([sums is not None for sums in expected], cache.device, torch.bool)
+    return (block_sums(staging) != want).any(1) & checked
 
 
 class CacheWriter:
     """Copies blocks' KV into the cache's blocks in groups; on a GPU on the load stream (which
-    first waits for the steps in flight: a block freed by an abort may still be written)."""
+    first waits for the steps in flight: a block freed by an abort may still be written).
+    Blocks given the sums of their files are checked after the copy: `checks` gets, per group,
+    (its block ids, a bool tensor on the device: True where the sums differ)."""
 
-    def __init__(self, cache: torch.Tensor, stream: torch.cuda.Stream | None) -> None:
+    def __init__(
+        self,
+        cache: torch.Tensor,
+        stream: torch.cuda.Stream | None,
+        checks: list[tuple[list[int], torch.Tensor]] | None = None,
+    ) -> None:
         self.cache = cache  # [2, L, num_blocks + 1, block_size, KV, D]
         self.stream = stream
+        self.checks = checks if checks is not None else []
         self._block_ids: list[int] = []
         self._kvs: list[torch.Tensor] = []
+        self._sums: list[tuple[int, int] | None] = []
         if stream is not None:
             stream.wait_stream(torch.cuda.current_stream(cache.device))
 
-    def add(self, block_id: int, kv: torch.Tensor) -> None:
+    def add(self, block_id: int, kv: torch.Tensor, sums: tuple[int, int] | None = None) -> None:
         self._block_ids.append(block_id)
         self._kvs.append(kv)
+        self._sums.append(sums)
         if len(self._block_ids) == COPY_GROUP_BLOCKS:
             self._flush()
 
@@ -230,8 +257,10 @@ class CacheWriter:
         if not self._block_ids:
             return
         if self.stream is None:
-            copy_blocks_from_host(self.cache, self._block_ids, self._kvs)
+            bad = copy_blocks_from_host(self.cache, self._block_ids, self._kvs, self._sums)
         else:
             with torch.cuda.stream(self.stream):
-                copy_blocks_from_host(self.cache, self._block_ids, self._kvs)
-        self._block_ids, self._kvs = [], []
+                bad = copy_blocks_from_host(self.cache, self._block_ids, self._kvs, self._sums)
+        if bad is not None:
+            self.checks.append((self._block_ids, bad))
+        self._block_ids, self._kvs, self._sums = [], [], []

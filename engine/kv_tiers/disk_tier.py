@@ -121,18 +121,22 @@ class DiskTier:
         token_ids: tuple[int, ...],
         take: Callable[[str, tuple[int, ...], int], memoryview] = new_buffer,
         expect: tuple[str, tuple[int, ...], int] | None = None,
+        *,
+        defer_sums: bool = False,
     ) -> DiskBlock | None:
         """The block's payload, checked, in memory from take (block_file.read_block); None when
         absent, a misfit (take raised BlockMisfit), or unreadable (then deleted). expect, the
         (dtype, shape, bytes) the reader will take: a padded file of that block is then read in
-        one call into take's memory (block_file.read_expected)."""
+        one call into take's memory (block_file.read_expected). defer_sums: a "sum64x2" file's
+        sums come back unchecked in DiskBlock.sums, for the caller to check (and drop() the
+        file when they do not match)."""
         relative = self.relative_path(block_hash)
         try:
             fd = os.open(self.root / relative, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
         try:
-            block = self._read_open(fd, block_hash, token_ids, take, expect)
+            block = self._read_open(fd, block_hash, token_ids, take, expect, defer_sums)
         except (BlockMisfit, OSError):
             return None
         finally:
@@ -156,12 +160,13 @@ class DiskTier:
         token_ids: tuple[int, ...],
         take: Callable[[str, tuple[int, ...], int], memoryview],
         expect: tuple[str, tuple[int, ...], int] | None,
+        defer_sums: bool,
     ) -> DiskBlock | None:
         if expect is not None and HAS_PREADV:
             dtype, shape, num_bytes = expect
             payload = take(dtype, shape, num_bytes)
             block = read_expected(
-                fd, self.namespace, block_hash, token_ids, (dtype, shape), payload
+                fd, self.namespace, block_hash, token_ids, (dtype, shape), payload, defer_sums
             )
             if block != OTHER_LAYOUT:
                 return block  # type: ignore[return-value]
@@ -174,7 +179,7 @@ class DiskTier:
             take = take_again
         size = os.fstat(fd).st_size
         with open(fd, "rb", buffering=0, closefd=False) as file:
-            return read_block(file, size, self.namespace, block_hash, token_ids, take)
+            return read_block(file, size, self.namespace, block_hash, token_ids, take, defer_sums)
 
     # ---- write ----------------------------------------------------------------------------
 
@@ -187,9 +192,11 @@ class DiskTier:
         dtype: str,
         shape: tuple[int, ...],
         tag: str,
+        sums: tuple[int, int] | None = None,
     ) -> bool:
         """Store a block for tag; False when it was not written (tag forgotten, another writer,
-        a write error). A block already on disk is only listed under tag."""
+        a write error). A block already on disk is only listed under tag. sums: the payload's
+        "sum64x2", computed where the block was (block_file.py); else a checksum is computed."""
         relative = self.relative_path(block_hash)
         if self.is_forgotten(tag):
             return False
@@ -199,7 +206,7 @@ class DiskTier:
             if path.is_file():
                 return self._recheck_forgotten(tag, relative)
             _make_dir(path.parent, self._dir_mode)
-            head = encode_head(self.namespace, block_hash, token_ids, payload, dtype, shape)
+            head = encode_head(self.namespace, block_hash, token_ids, payload, dtype, shape, sums)
             tmp = path.with_suffix(".tmp")
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._file_mode)
@@ -229,6 +236,11 @@ class DiskTier:
         if over:
             self.evict()
         return True
+
+    def drop(self, block_hash: int) -> None:
+        """Delete a block's file that failed a check its reader deferred (read's defer_sums)."""
+        self.counts.num_corrupt_dropped += 1
+        self._delete(self.relative_path(block_hash))
 
     def list_under(self, tag: str, block_hash: int) -> None:
         """List an existing block file under tag too (its deletion deletes the file)."""

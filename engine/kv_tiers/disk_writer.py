@@ -25,6 +25,7 @@ class _Write:
     token_ids: tuple[int, ...]
     kv: torch.Tensor | None  # None: the file exists, only list it under the tag
     tag: str
+    sums: tuple[int, int] | None = None  # the payload's "sum64x2" (block_file.py), if computed
 
 
 class DiskWriter:
@@ -36,10 +37,15 @@ class DiskWriter:
         self._thread.start()
 
     def submit(
-        self, block_hash: int, token_ids: tuple[int, ...], kv: torch.Tensor | None, tag: str
+        self,
+        block_hash: int,
+        token_ids: tuple[int, ...],
+        kv: torch.Tensor | None,
+        tag: str,
+        sums: tuple[int, int] | None = None,
     ) -> None:
         try:
-            self._queue.put_nowait(_Write(block_hash, token_ids, kv, tag))
+            self._queue.put_nowait(_Write(block_hash, token_ids, kv, tag, sums))
         except queue.Full:
             self.num_dropped += 1
 
@@ -86,4 +92,5 @@ class DiskWriter:
             dtype=str(kv.dtype).removeprefix("torch."),
             shape=tuple(kv.shape),
             tag=item.tag,
+            sums=item.sums,
         )

@@ -6,10 +6,19 @@ waits for the step, the blocks held until the copy is done -- then kept in the C
 handed to the disk writer's thread. No request waits for any of it.
 
 Up (load): when the scheduler admits a request (it fits), its prompt's chain of block hashes is
-followed past the device cache's hits into the CPU tier, then the disk tier; the blocks found
-are imported into free blocks of the cache, registered under their hashes, and allocate()
-then takes them like any prefix hit. On a GPU the copies run on a side stream and the compute
-stream waits for them before the next step.
+followed past the device cache's hits into the CPU tier, then the disk tier (start_load). What
+the CPU tier holds is placed at once. Disk reads run on a thread pool, READ_AHEAD_BLOCKS ahead,
+while the request waits in the scheduler's `loading` list and the others go on stepping: before
+each step, advance() imports the blocks read since the last one into free blocks of the cache,
+registered under their hashes (an engine with nothing else to run waits for them, in slices).
+When the reads end, the request goes back to the queue and allocate() takes its blocks like any
+prefix hit; until then they are held, so nothing evicts them. Another request whose prefix is
+on its way up waits for that load rather than reading the same files. On a GPU the copies run
+on a side stream, which the compute stream waits for before its next step.
+
+With kv_device_checksums, a file's sums are checked on the device after the copy up, for all of
+a load's blocks at its end (one wait); a block that fails is dropped from every tier and the
+request computes it and what follows.
 
 A tag forgotten (a document deleted), here or by any process sharing the disk folder (its
 tombstone, looked for at most once a second), is dropped from every tier.
@@ -74,6 +83,7 @@ class _PendingSave:
     done: torch.cuda.Event
     block_ids: list[int]
     items: list[tuple[int, tuple[int, ...], torch.Tensor, str]]  # hash, tokens, host KV, tag
+    sums: torch.Tensor | None  # [n, 2] in pinned memory: the blocks' "sum64x2", when computed
 
 
 @dataclass
@@ -89,6 +99,10 @@ class _Load:
     keys: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     followers: list[Sequence] = field(default_factory=list)  # requests waiting for these blocks
     ended: bool = False
+    # Per block placed, in key order: (hash, tier, bytes); and the checks of file sums on the
+    # device still to be read (CacheWriter.checks).
+    placed: list[tuple[int, str, int]] = field(default_factory=list)
+    checks: list[tuple[list[int], torch.Tensor]] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +114,9 @@ class TieredKVCache:
     counters: dict[str, TierCounters] = field(
         default_factory=lambda: {CPU_TIER: TierCounters(), DISK_TIER: TierCounters()}
     )
+    # Block files' checksums computed and checked on the cache's device (block_sums.py;
+    # EngineConfig.kv_device_checksums).
+    device_sums: bool = False
 
     def __post_init__(self) -> None:
         self.blocks.record_registered = True
@@ -112,6 +129,7 @@ class TieredKVCache:
         self._block_bytes = math.prod(self.block_shape) * self.dtype.itemsize
         self.writer = DiskWriter(self.disk) if self.disk is not None else None
         self._is_cuda = self.device.type == "cuda"
+        self._unchecked: dict[int, tuple[int, int]] = {}  # hash -> its file's sums, read
         self._streams = (
             (torch.cuda.Stream(self.device), torch.cuda.Stream(self.device))
             if self._is_cuda
@@ -160,12 +178,23 @@ class TieredKVCache:
                 break
             held.append(block_id)
         rest = keys[len(held) :]
-        if not rest:
-            return True
-        leader = self._loading_hashes.get(rest[0][0])
+        # A load under way may have imported blocks of this prefix that are not checked yet, or
+        # be bringing up its next one: wait for it.
+        leader = None
+        if self._loading_hashes:
+            leader = next(
+                (
+                    self._loading_hashes[block_hash]
+                    for block_hash, _ in keys[: len(held) + 1]
+                    if block_hash in self._loading_hashes
+                ),
+                None,
+            )
         if leader is not None:
             leader.followers.append(seq)
             return False
+        if not rest:
+            return True
         loads = {CPU_TIER: TierLoad(), DISK_TIER: TierLoad()}
         waited = {CPU_TIER: 0.0, DISK_TIER: 0.0}
         if not self._may_hold(rest[0][0]):
@@ -250,6 +279,7 @@ class TieredKVCache:
             for tier, block_hash, token_ids, kv in self._ready(load.reads, wait, until):
                 started = time.perf_counter()
                 # Another request may have computed this block meanwhile: take it as it is.
+                sums = self._unchecked.pop(block_hash, None)  # its file's, to check after
                 block_id = self.blocks.cached_block_id(block_hash, token_ids)
                 if block_id is not None:
                     self.blocks.hold([block_id])
@@ -260,12 +290,14 @@ class TieredKVCache:
                         load.reads.cancel()
                         break
                     if writer is None:
-                        writer = CacheWriter(self.kv_cache.tensor, self._stream)
-                    writer.add(block_id, kv)
+                        writer = CacheWriter(self.kv_cache.tensor, self._stream, load.checks)
+                    writer.add(block_id, kv, sums)
                 load.held.append(block_id)
+                num_bytes = kv.numel() * kv.element_size()
+                load.placed.append((block_hash, tier, num_bytes))
                 tier_load = load.loads[tier]
                 tier_load.num_tokens += block_size
-                tier_load.num_bytes += kv.numel() * kv.element_size()
+                tier_load.num_bytes += num_bytes
                 tier_load.seconds += time.perf_counter() - started
                 if tag is not None:
                     self._tag_hashes[tag].add(block_hash)
@@ -274,6 +306,29 @@ class TieredKVCache:
                 # The compute stream waits for these copies: a block is registered in the cache
                 # as it is imported, and another request may find it from its next step on.
                 writer.finish()
+
+    def _check_sums(self, load: _Load) -> None:
+        """Drop the blocks whose file sums did not match (cache, CPU tier, file): the request
+        computes them, and its load counts only the blocks before the first bad one."""
+        checks, load.checks = load.checks, []
+        if not checks:
+            return
+        flags = torch.cat([bad for _, bad in checks])
+        if not bool(flags.any()):  # the one wait for the device (the copies and the sums)
+            return
+        block_ids = [block_id for ids, _ in checks for block_id in ids]
+        bad_ids = [block_ids[i] for i in flags.nonzero().flatten().tolist()]
+        bad = {self.blocks.blocks[block_id].hash for block_id in bad_ids}
+        self.blocks.forget_hashes(list(bad))  # type: ignore[arg-type]
+        if self.cpu is not None:
+            self.cpu.drop(bad)  # type: ignore[arg-type]
+        for block_hash in bad:
+            self.disk.drop(block_hash)  # type: ignore[union-attr,arg-type]
+        first = next(i for i, (h, _, _) in enumerate(load.placed) if h in bad)
+        for _, tier, num_bytes in load.placed[first:]:
+            load.loads[tier].num_tokens -= self.blocks.block_size
+            load.loads[tier].num_bytes -= num_bytes
+        del load.placed[first:]
 
     @staticmethod
     def _ready(reads: PrefixReads, wait: bool, until: float) -> Iterator[Hit]:
@@ -284,10 +339,14 @@ class TieredKVCache:
             yield from reads.ready(wait=True)
 
     def _end(self, load: _Load) -> list[Sequence]:
-        """The load's reads are over: its counts, and the requests that waited for it."""
+        """The load's reads are over: the blocks whose file sums were left to the device are
+        checked (one wait for the device, once a load), then its counts, and the requests that
+        waited for it."""
         load.ended = True
         load.reads.cancel()
+        self._check_sums(load)
         for block_hash, _ in load.keys:
+            self._unchecked.pop(block_hash, None)  # read, never placed (the load stopped)
             if self._loading_hashes.get(block_hash) is load:
                 del self._loading_hashes[block_hash]
         if load.loads[DISK_TIER].num_tokens and self.writer is not None:
@@ -341,8 +400,12 @@ class TieredKVCache:
             return memoryview(kv.view(-1).view(torch.uint8).numpy())
 
         expect = (self._dtype_name, self.block_shape, self._block_bytes)
-        block = self.disk.read(block_hash, token_ids, take, expect)
-        return kept[0] if block is not None else None
+        block = self.disk.read(block_hash, token_ids, take, expect, defer_sums=self.device_sums)
+        if block is None:
+            return None
+        if block.sums is not None:
+            self._unchecked[block_hash] = block.sums  # checked on the device after the copy up
+        return kept[0]
 
     # ---- down: after each step ------------------------------------------------------------
 
@@ -395,21 +458,38 @@ class TieredKVCache:
             for (_, block_hash, token_ids, tag), host in zip(todo, hosts, strict=True)
         ]
         if not self._is_cuda:
-            copy_blocks_to_host(tensor, block_ids, hosts)
-            for block_hash, token_ids, host, tag in items:
-                self._keep(block_hash, token_ids, host, tag)
+            sums = None
+            if self.device_sums:
+                sums = torch.empty((len(todo), 2), dtype=torch.int64)
+            copy_blocks_to_host(tensor, block_ids, hosts, sums)
+            for item, item_sums in zip(items, _rows(sums, len(items)), strict=True):
+                self._keep(*item, item_sums)
             return
         self.blocks.hold(block_ids)  # not reused until the copy is done
         stream = self._streams[1]
         stream.wait_stream(torch.cuda.current_stream(self.device))  # after the step's writes
+        host_sums = None
         with torch.cuda.stream(stream):
-            copy_blocks_to_host(tensor, block_ids, hosts)
+            # Allocated on the side stream: memory of the compute stream's pool, freed here
+            # while the side stream still waits to write it, would go to the next step's inputs.
+            sums = None
+            if self.device_sums:
+                sums = torch.empty((len(todo), 2), dtype=torch.int64, device=self.device)
+            copy_blocks_to_host(tensor, block_ids, hosts, sums)
+            if sums is not None:
+                host_sums = torch.empty(sums.shape, dtype=sums.dtype, pin_memory=True)
+                host_sums.copy_(sums, non_blocking=True)
             done = torch.cuda.Event()
             done.record(stream)
-        self._pending.append(_PendingSave(done, block_ids, items))
+        self._pending.append(_PendingSave(done, block_ids, items, host_sums))
 
     def _keep(
-        self, block_hash: int, token_ids: tuple[int, ...], kv: torch.Tensor, tag: str
+        self,
+        block_hash: int,
+        token_ids: tuple[int, ...],
+        kv: torch.Tensor,
+        tag: str,
+        sums: tuple[int, int] | None = None,
     ) -> None:
         if tag in self._forgotten:
             return
@@ -418,7 +498,7 @@ class TieredKVCache:
             self.cpu.put(block_hash, token_ids, kv)
             self.counters[CPU_TIER].num_stored_bytes += num_bytes
         if self.writer is not None:
-            self.writer.submit(block_hash, token_ids, kv, tag)
+            self.writer.submit(block_hash, token_ids, kv, tag, sums)
             self.counters[DISK_TIER].num_stored_bytes += num_bytes
 
     # ---- housekeeping ---------------------------------------------------------------------
@@ -434,8 +514,10 @@ class TieredKVCache:
                 still.append(pending)
                 continue
             self.blocks.release(pending.block_ids)
-            for block_hash, token_ids, kv, tag in pending.items:
-                self._keep(block_hash, token_ids, kv, tag)
+            for item, sums in zip(
+                pending.items, _rows(pending.sums, len(pending.items)), strict=True
+            ):
+                self._keep(*item, sums)
         self._pending = still
         now = time.monotonic()
         if self.disk is not None and now >= self._next_forgotten_poll:
@@ -487,3 +569,10 @@ class TieredKVCache:
 
     def _has(self, tier: str) -> bool:
         return (self.cpu if tier == CPU_TIER else self.disk) is not None
+
+
+def _rows(sums: torch.Tensor | None, count: int) -> list[tuple[int, int] | None]:
+    """The blocks' sums as (plain, weighted) each; None each where none were computed."""
+    if sums is None:
+        return [None] * count
+    return [(plain, weighted) for plain, weighted in sums.tolist()]

@@ -39,9 +39,9 @@ def test_a_restarted_engine_answers_from_the_disk_tier_as_a_cold_run(
     runs = []  # per copy into the cache, the runs of blocks adjacent in host memory
     copy_up = block_loads.copy_blocks_from_host
 
-    def counting_copy_up(cache, block_ids, kvs) -> None:
+    def counting_copy_up(cache, block_ids, kvs, expected=None):
         runs.append(host_runs(kvs))
-        copy_up(cache, block_ids, kvs)
+        return copy_up(cache, block_ids, kvs, expected)
 
     monkeypatch.setattr(block_loads, "copy_blocks_from_host", counting_copy_up)
     second = restarted.generate(question(doc, 2), GREEDY, cache_tag=TAG)
