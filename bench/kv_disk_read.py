@@ -1,8 +1,9 @@
 """How fast the disk tier's block files come back into host memory, by reader threads: through
 the disk tier's checked reads (`lower_hits`, as a load after a restart does: `checked`, the
 reader naming the block it expects, as the tiers do, so a file is one preadv; `checked-general`,
-the header read first, then the payload) and as bare `readinto` calls, from a page cache just
-written (issue 24: >= 10 GB/s from a warm page cache).
+the header read first, then the payload; `deferred`, files with "sum64x2" read as the tiers read
+them with kv_device_checksums, the sums left to the device) and as bare `readinto` calls, from a
+page cache just written (issue 24: >= 10 GB/s from a warm page cache).
 
 Usage: python3 bench/kv_disk_read.py [--blocks 2048] [--threads 1 4 8 16] [--dir D] [--label L]
 Block shape: the 8B shape's (2 MB of bf16 a block of 16 tokens). Host memory pinned on a GPU
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._report import meminfo  # noqa: E402
+from engine.kv_tiers.block_file import payload_sums  # noqa: E402
 from engine.kv_tiers.block_loads import lower_hits  # noqa: E402
 from engine.kv_tiers.disk_tier import DiskTier  # noqa: E402
 
@@ -71,6 +73,13 @@ def main() -> None:
     for block_hash, token_ids in keys:
         disk.write(block_hash, token_ids, payload, dtype="bfloat16", shape=BLOCK_SHAPE, tag="t")
     write_s = time.perf_counter() - started
+    # The same blocks with device sums ("sum64x2"), for the `deferred` reads.
+    summed = DiskTier(root, "bench-sums", max_bytes=1 << 50)
+    sums = tuple(payload_sums(payload))
+    for block_hash, token_ids in keys:
+        summed.write(
+            block_hash, token_ids, payload, dtype="bfloat16", shape=BLOCK_SHAPE, tag="t", sums=sums
+        )
     sync_s = None
     if args.sync:
         started = time.perf_counter()
@@ -83,17 +92,21 @@ def main() -> None:
     slots = Slots()
     for threads in args.threads:
         pool = ThreadPoolExecutor(threads)
-        for kind in ("checked", "checked-general", "readinto"):
+        for kind in ("checked", "checked-general", "deferred", "readinto"):
             host.zero_()
             slots.reset()
 
-            expected = ("bfloat16", BLOCK_SHAPE, block_bytes) if kind == "checked" else None
+            expected = None
+            if kind in ("checked", "deferred"):
+                expected = ("bfloat16", BLOCK_SHAPE, block_bytes)
+            tier = summed if kind == "deferred" else disk
 
             def read(
                 block_hash: int,
                 token_ids: tuple[int, ...],
                 into: torch.Tensor | None,
                 expect: tuple[str, tuple[int, ...], int] | None = expected,
+                tier: DiskTier = tier,
             ) -> torch.Tensor | None:
                 kept = []
 
@@ -102,7 +115,8 @@ def main() -> None:
                     kept.append(kv)
                     return memoryview(kv.view(-1).view(torch.uint8).numpy())
 
-                block = disk.read(block_hash, token_ids, take, expect)
+                block = tier.read(block_hash, token_ids, take, expect, defer_sums=tier is summed)
+                assert block is None or (block.sums is not None) == (tier is summed)
                 return kept[0] if block is not None else None
 
             def bare(index: int) -> None:
@@ -116,7 +130,7 @@ def main() -> None:
                 hits = lower_hits(
                     keys,
                     cpu=None,
-                    disk=disk,
+                    disk=tier,
                     read_disk=read,
                     pool=pool,
                     waited=waited,
