@@ -24,9 +24,12 @@ step() {  # step SECONDS NAME COMMAND...
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 # Issue 24: the disk reads by threads (checked as the tiers read, as a reader that knows no
 # shape, and bare), then the tiers' bench and their GPU tests. ONLY=24 stops there.
-step 90 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 4 8 16 \
+step 120 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 4 8 16 --sync \
     --label "$label" --out-dir "$out"
-step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
+step 260 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
+# The files checked on the GPU (kv_device_checksums, off by default until this is measured).
+step 160 kv-tiers-device-sums python3 bench/kv_tiers.py --device cuda --tokens 131072 \
+    --device-checksums --label "$label.device-sums" --out-dir "$out"
 step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
 [ "${ONLY:-}" = 24 ] && exit 0
 # Issue 22: the engine in-process on this card (64 streams while all decode), then longdoc serve
