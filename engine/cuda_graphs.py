@@ -145,9 +145,9 @@ class DecodeGraphs:
                 self._forward(bucket, context)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        # thread_local: other threads' CUDA calls (the KV tiers pin host memory and copy on
-        # their own threads) neither fail nor invalidate this capture; in the default global
-        # mode a host allocation on another thread during a capture broke the step.
+        # thread_local: other threads' CUDA calls (the KV tiers pin host memory on a thread of
+        # their own) neither fail nor invalidate this capture; in the default global mode a
+        # host allocation on another thread during a capture broke the step.
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             logits = self._forward(bucket, context)
         self._pool = graph.pool()

@@ -233,7 +233,7 @@ class Scheduler:
         within the token budget. Preempts where blocks or slots run out."""
         step = Step(chunks=[], budget=self.budget)
         if self.loading:
-            self._advance_loads()
+            self._advance_loads(wait=False)
         self._preempt_for_priority(step)
         budget = self.budget
         ordered = sorted(self.running, key=_order)
@@ -279,30 +279,52 @@ class Scheduler:
             # in flight): this step goes to everyone.
             self._num_steps += 1
             return self.schedule()
+        if not step.chunks and self.loading:
+            self._advance_loads(wait=True)  # nothing to run: wait for the reads, not spin
         return step
 
     def _fits(self, seq: Sequence) -> bool:
         reserved = self.loader.num_blocks_loading() if self.loader is not None else 0
         return self.blocks.can_allocate(seq, reserved=reserved)
 
-    def _advance_loads(self) -> None:
-        """Place what the loads read since the last step; a request whose load ended goes back
-        to the queue. With nothing else to run, wait for the next block read (no busy loop)."""
+    def _advance_loads(self, *, wait: bool) -> None:
+        """Place what the loads read since the last step (with wait, waiting a slice of time for
+        reads: no step had anything to run). A request whose load ended is allocated at once
+        when it fits (it was admitted: it fitted then), taking its loaded blocks; otherwise its
+        load's hold on them goes and it goes back to the queue (a loaded request that held its
+        blocks while it waited could keep the request ahead of it from ever fitting). The
+        requests that waited for a load go back to the queue."""
         assert self.loader is not None
-        self._requeue(self.loader.advance(wait=not self.running and not self.waiting))
+        self._requeue(self.loader.advance(wait=wait))
 
     def _requeue(self, seqs: list[Sequence]) -> None:
+        assert self.loader is not None
         for seq in seqs:
-            if seq in self.loading:
-                self.loading.remove(seq)
+            if seq not in self.loading:
+                continue
+            self.loading.remove(seq)
+            if len(self.running) < self.config.max_num_seqs and self.blocks.can_allocate(seq):
+                # The load's own request: loaded. One that followed it: its own load may start
+                # now, for what lies past the blocks the other brought up.
+                if not self.loader.start_load(seq):
+                    self.loading.append(seq)
+                    continue
+                self.blocks.allocate(seq)
+                self.loader.allocated(seq)
+                seq.status = SequenceStatus.RUNNING
+                self.running.append(seq)  # this step gives it a prefill chunk
+            else:
+                self.loader.allocated(seq)  # not allocated: its holds go all the same
                 self._enqueue(seq)
 
     def can_schedule_without_preemption(self) -> bool:
         """Whether the next schedule() surely preempts nobody: every running request has a free
         block for its next token, and the first waiting one either fits or outranks no running
         request. The engine schedules a step before it has read the previous step's sampled
-        tokens only then: a preempted request would be recomputed from tokens not yet known."""
-        if self.blocks.num_free_blocks < len(self.running):
+        tokens only then: a preempted request would be recomputed from tokens not yet known.
+        Never while loads run: a load that ends may bring a request of higher priority, and
+        its imports take free blocks."""
+        if self.loading or self.blocks.num_free_blocks < len(self.running):
             return False
         if not self.waiting or not self.running:
             return True
@@ -392,7 +414,7 @@ class Scheduler:
             return
         head = self.waiting[0]
         while self.running:
-            fits = len(self.running) < self.config.max_num_seqs and self.blocks.can_allocate(head)
+            fits = len(self.running) < self.config.max_num_seqs and self._fits(head)
             victim = max(self.running, key=_order)
             if fits or victim.priority >= head.priority:
                 return

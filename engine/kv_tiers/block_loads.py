@@ -13,6 +13,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from typing import Any
 
 import torch
 
@@ -64,7 +66,7 @@ def run_view(blocks: list[torch.Tensor], start: int, end: int) -> torch.Tensor:
     )
 
 
-Hit = tuple[str, int, tuple[int, ...], torch.Tensor]  # (tier, hash, token ids, KV)
+Hit = tuple[str, int, tuple[int, ...], Any]  # (tier, hash, token ids, what was read: KV)
 
 
 class PrefixReads:
@@ -77,7 +79,12 @@ class PrefixReads:
     reader takes its own memory), taken on the caller's thread in key order, so that blocks
     read one after another lie one after another in host memory (a slab's) whatever order the
     reads finish in: the copies up then move runs of them, not one block a copy (an H100 host:
-    8,192 blocks of a 128K prompt placed in 3.9 s one by one, the CPU tier's runs in 0.25 s)."""
+    8,192 blocks of a 128K prompt placed in 3.9 s one by one, the CPU tier's runs in 0.25 s).
+
+    What read_disk returns is handed on as it is (None: a miss). With keep_in_cpu, each block
+    read is kept in the CPU tier as it comes (read_disk then returns the KV tensor); without,
+    the caller decides (the tiers keep a block whose check is left to the device only once it
+    passed)."""
 
     def __init__(
         self,
@@ -85,13 +92,15 @@ class PrefixReads:
         *,
         cpu: CpuTier | None,
         disk: DiskTier | None,
-        read_disk: Callable[[int, tuple[int, ...], torch.Tensor | None], torch.Tensor | None],
+        read_disk: Callable[[int, tuple[int, ...], torch.Tensor | None], Any],
         pool: ThreadPoolExecutor | None,
         waited: dict[str, float],
         reserve: Callable[[int], torch.Tensor | None] | None = None,
+        keep_in_cpu: bool = True,
     ) -> None:
         self.cpu, self.disk, self.pool = cpu, disk, pool
         self.read_disk, self.reserve, self.waited = read_disk, reserve, waited
+        self.keep_in_cpu = keep_in_cpu
         self._pending = iter(keys)
         self._num_left = len(keys)  # keys not yet taken (nor found missing)
         self._window: deque[tuple[int, tuple[int, ...], Future | None]] = deque()
@@ -102,24 +111,29 @@ class PrefixReads:
         """Blocks that may still come (an upper bound: a miss ends it sooner)."""
         return 0 if self.ended else self._num_left
 
-    def ready(self, *, wait: bool) -> Iterator[Hit]:
-        """The blocks that are ready now, in key order. With wait, the first of them is waited
-        for (so at least one comes unless the reads have ended)."""
+    def ready(self, *, wait: float | None = 0.0) -> Iterator[Hit]:
+        """The blocks that are ready now, in key order. The first of them is waited for up to
+        `wait` seconds (None: until it comes), so with a wait at least one comes unless the
+        reads end or the time passes first."""
         self._fill()
-        may_wait = wait
+        may_wait = wait is None or wait > 0
         while self._window:
             block_hash, token_ids, future = self._window[0]
             if future is None:
                 kv = self.cpu.get(block_hash, token_ids) if self.cpu is not None else None
                 tier = CPU_TIER
             else:
-                if not future.done() and not may_wait:
-                    return
-                started = time.perf_counter()
+                if not future.done():
+                    if not may_wait:
+                        return
+                    started = time.perf_counter()
+                    done, _ = futures_wait([future], timeout=wait)
+                    self.waited[DISK_TIER] += time.perf_counter() - started
+                    if not done:
+                        return
                 kv = future.result()
-                self.waited[DISK_TIER] += time.perf_counter() - started
                 tier = DISK_TIER
-                if kv is not None and self.cpu is not None:
+                if kv is not None and self.keep_in_cpu and self.cpu is not None:
                     self.cpu.put(block_hash, token_ids, kv)
             self._window.popleft()
             if kv is None:
@@ -174,7 +188,7 @@ def lower_hits(
     )
     try:
         while not reads.ended:
-            yield from reads.ready(wait=True)
+            yield from reads.ready(wait=None)
     finally:
         reads.cancel()
 

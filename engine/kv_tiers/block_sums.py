@@ -25,6 +25,8 @@ def block_sums(blocks: torch.Tensor) -> torch.Tensor:
     weights = _weights.get(key)
     if weights is None:
         weights = torch.arange(1, 2 * words.shape[1], 2, dtype=torch.int64, device=words.device)
+        if weights.is_cuda:  # made on one stream, read on others later: finished first
+            torch.cuda.current_stream(weights.device).synchronize()
         _weights[key] = weights
     return torch.stack((words.sum(1), (words * weights).sum(1)), dim=1)
 

@@ -99,10 +99,21 @@ class _Load:
     keys: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     followers: list[Sequence] = field(default_factory=list)  # requests waiting for these blocks
     ended: bool = False
-    # Per block placed, in key order: (hash, tier, bytes); and the checks of file sums on the
-    # device still to be read (CacheWriter.checks).
-    placed: list[tuple[int, str, int]] = field(default_factory=list)
+    # Per block placed, in key order: (hash, tier, bytes, cache block id); the checks of file
+    # sums on the device still to be read (CacheWriter.checks); and the host copies of blocks
+    # whose check is on the device, kept in the CPU tier only once it passed.
+    placed: list[tuple[int, str, int, int]] = field(default_factory=list)
     checks: list[tuple[list[int], torch.Tensor]] = field(default_factory=list)
+    unchecked: list[tuple[int, tuple[int, ...], torch.Tensor]] = field(default_factory=list)
+
+
+@dataclass
+class _Read:
+    """A block read from disk: its KV in host memory, and its file's sums when their check was
+    left to the device (None: checked on the host as it was read)."""
+
+    kv: torch.Tensor
+    sums: tuple[int, int] | None
 
 
 @dataclass
@@ -129,7 +140,6 @@ class TieredKVCache:
         self._block_bytes = math.prod(self.block_shape) * self.dtype.itemsize
         self.writer = DiskWriter(self.disk) if self.disk is not None else None
         self._is_cuda = self.device.type == "cuda"
-        self._unchecked: dict[int, tuple[int, int]] = {}  # hash -> its file's sums, read
         self._streams = (
             (torch.cuda.Stream(self.device), torch.cuda.Stream(self.device))
             if self._is_cuda
@@ -211,12 +221,13 @@ class TieredKVCache:
             pool=self._pool,
             waited=waited,
             reserve=self._reserve,
+            keep_in_cpu=False,  # _advance keeps them (once checked)
         )
         load = _Load(seq, reads, held, loads, waited, len(rest), keys=rest)
         self._loads[seq.request_id] = load
         for block_hash, _ in rest:
             self._loading_hashes[block_hash] = load
-        self._advance(load, wait=False)
+        self._advance(load, wait_s=0.0)
         if load.reads.ended:
             self._end(load)
             return True
@@ -227,9 +238,10 @@ class TieredKVCache:
         ended (and those that waited for them). With wait, waits for the first load's next
         block (the engine has nothing else to run)."""
         done: list[Sequence] = []
+        wait_s = WAIT_SLICE_S if wait else 0.0
         for load in [load for load in self._loads.values() if not load.ended]:
-            self._advance(load, wait=wait)
-            wait = False
+            self._advance(load, wait_s=wait_s)
+            wait_s = 0.0
             if load.reads.ended:
                 done += self._end(load)
         return done
@@ -243,7 +255,8 @@ class TieredKVCache:
         return sum(load.reads.num_left for load in self._loads.values() if not load.ended)
 
     def allocated(self, seq: Sequence) -> None:
-        """seq was allocated: its loaded blocks are its own now, the load's holds go."""
+        """seq was allocated (its loaded blocks are its own now), or goes back to the queue
+        (they stay in the cache, free to evict): the load's holds go."""
         load = self._loads.pop(seq.request_id, None)
         if load is not None:
             self.blocks.release(load.held)
@@ -270,31 +283,39 @@ class TieredKVCache:
             self.disk.knows(block_hash) or self.disk.contains(block_hash)
         )
 
-    def _advance(self, load: _Load, *, wait: bool) -> None:
+    def _advance(self, load: _Load, *, wait_s: float) -> None:
         block_size = self.blocks.block_size
         tag = load.seq.cache_tag
+        if tag is not None and tag in self._forgotten:
+            load.reads.cancel()  # the document was deleted meanwhile: nothing more comes up
+            return
         writer: CacheWriter | None = None
-        until = time.perf_counter() + WAIT_SLICE_S
+        until = time.perf_counter() + wait_s
         try:
-            for tier, block_hash, token_ids, kv in self._ready(load.reads, wait, until):
+            for tier, block_hash, token_ids, item in self._ready(load.reads, wait_s, until):
                 started = time.perf_counter()
+                kv, sums = (item.kv, item.sums) if isinstance(item, _Read) else (item, None)
+                if tier == DISK_TIER and sums is None and self.cpu is not None:
+                    self.cpu.put(block_hash, token_ids, kv)  # checked as it was read
                 # Another request may have computed this block meanwhile: take it as it is.
-                sums = self._unchecked.pop(block_hash, None)  # its file's, to check after
                 block_id = self.blocks.cached_block_id(block_hash, token_ids)
                 if block_id is not None:
                     self.blocks.hold([block_id])
+                    load.held.append(block_id)
                 else:
                     try:
                         block_id = self.blocks.import_block(block_hash, token_ids)
                     except NoFreeBlocksError:  # other requests took the room: compute the rest
                         load.reads.cancel()
                         break
+                    load.held.append(block_id)
                     if writer is None:
                         writer = CacheWriter(self.kv_cache.tensor, self._stream, load.checks)
                     writer.add(block_id, kv, sums)
-                load.held.append(block_id)
+                    if sums is not None:
+                        load.unchecked.append((block_hash, token_ids, kv))
                 num_bytes = kv.numel() * kv.element_size()
-                load.placed.append((block_hash, tier, num_bytes))
+                load.placed.append((block_hash, tier, num_bytes, block_id))
                 tier_load = load.loads[tier]
                 tier_load.num_tokens += block_size
                 tier_load.num_bytes += num_bytes
@@ -308,35 +329,44 @@ class TieredKVCache:
                 writer.finish()
 
     def _check_sums(self, load: _Load) -> None:
-        """Drop the blocks whose file sums did not match (cache, CPU tier, file): the request
-        computes them, and its load counts only the blocks before the first bad one."""
+        """Read the device's checks of the load's file sums (one wait, once a load); drop the
+        blocks that failed (cache, file) and keep the others' host copies in the CPU tier. The
+        request computes the bad blocks, and its load counts only the blocks before the first."""
         checks, load.checks = load.checks, []
-        if not checks:
-            return
-        flags = torch.cat([bad for _, bad in checks])
-        if not bool(flags.any()):  # the one wait for the device (the copies and the sums)
-            return
-        block_ids = [block_id for ids, _ in checks for block_id in ids]
-        bad_ids = [block_ids[i] for i in flags.nonzero().flatten().tolist()]
-        bad = {self.blocks.blocks[block_id].hash for block_id in bad_ids}
-        self.blocks.forget_hashes(list(bad))  # type: ignore[arg-type]
-        if self.cpu is not None:
-            self.cpu.drop(bad)  # type: ignore[arg-type]
-        for block_hash in bad:
-            self.disk.drop(block_hash)  # type: ignore[union-attr,arg-type]
-        first = next(i for i, (h, _, _) in enumerate(load.placed) if h in bad)
-        for _, tier, num_bytes in load.placed[first:]:
-            load.loads[tier].num_tokens -= self.blocks.block_size
-            load.loads[tier].num_bytes -= num_bytes
-        del load.placed[first:]
+        unchecked, load.unchecked = load.unchecked, []
+        bad: set[int] = set()
+        if checks:
+            flags = torch.cat([flags for _, flags in checks])
+            if bool(flags.any()):
+                block_ids = [block_id for ids, _ in checks for block_id in ids]
+                bad_ids = {block_ids[i] for i in flags.nonzero().flatten().tolist()}
+                bad = {h for h, _, _, block_id in load.placed if block_id in bad_ids}
+        if bad:
+            self.blocks.forget_hashes(list(bad))
+            if self.cpu is not None:
+                self.cpu.drop(bad)
+            if self.disk is not None:
+                for block_hash in bad:
+                    self.disk.drop(block_hash)
+            first = next(i for i, (h, *_) in enumerate(load.placed) if h in bad)
+            for _, tier, num_bytes, _ in load.placed[first:]:
+                load.loads[tier].num_tokens -= self.blocks.block_size
+                load.loads[tier].num_bytes -= num_bytes
+            del load.placed[first:]
+        tag = load.seq.cache_tag
+        if self.cpu is not None and (tag is None or tag not in self._forgotten):
+            for block_hash, token_ids, kv in unchecked:
+                if block_hash not in bad:
+                    self.cpu.put(block_hash, token_ids, kv)
 
     @staticmethod
-    def _ready(reads: PrefixReads, wait: bool, until: float) -> Iterator[Hit]:
-        """The blocks ready now; with wait, every block read until the reads end or `until`
-        passes (then the engine's loop looks at its inbox: a new request may run meanwhile)."""
-        yield from reads.ready(wait=wait)
-        while wait and not reads.ended and time.perf_counter() < until:
-            yield from reads.ready(wait=True)
+    def _ready(reads: PrefixReads, wait_s: float, until: float) -> Iterator[Hit]:
+        """The blocks ready now; with a wait, every block read until the reads end or `until`
+        passes (then the engine's loop looks at its inbox: a new request may run meanwhile, and
+        a read that hangs holds up nothing else)."""
+        yield from reads.ready(wait=wait_s)
+        while wait_s > 0 and not reads.ended and (left := until - time.perf_counter()) > 0:
+            yield from reads.ready(wait=left)
 
     def _end(self, load: _Load) -> list[Sequence]:
         """The load's reads are over: the blocks whose file sums were left to the device are
@@ -344,11 +374,12 @@ class TieredKVCache:
         waited for it."""
         load.ended = True
         load.reads.cancel()
-        self._check_sums(load)
-        for block_hash, _ in load.keys:
-            self._unchecked.pop(block_hash, None)  # read, never placed (the load stopped)
-            if self._loading_hashes.get(block_hash) is load:
-                del self._loading_hashes[block_hash]
+        try:
+            self._check_sums(load)
+        finally:  # whatever happens, no request is left following this load
+            for block_hash, _ in load.keys:
+                if self._loading_hashes.get(block_hash) is load:
+                    del self._loading_hashes[block_hash]
         if load.loads[DISK_TIER].num_tokens and self.writer is not None:
             self.writer.submit_touches()
         self._count_loads(load.seq, load.loads, load.waited, load.num_looked)
@@ -383,10 +414,11 @@ class TieredKVCache:
 
     def _read_disk(
         self, block_hash: int, token_ids: tuple[int, ...], into: torch.Tensor | None
-    ) -> torch.Tensor | None:
+    ) -> _Read | None:
         """One block from disk, read straight into into (a host block reserved in key order, so
         the copy up moves a run of them at once) or a host block it takes itself (pinned on a
-        GPU machine); runs on the read pool."""
+        GPU machine), with its file's sums when their check is the device's; runs on the read
+        pool."""
         assert self.disk is not None
         kept: list[torch.Tensor] = []
 
@@ -401,11 +433,7 @@ class TieredKVCache:
 
         expect = (self._dtype_name, self.block_shape, self._block_bytes)
         block = self.disk.read(block_hash, token_ids, take, expect, defer_sums=self.device_sums)
-        if block is None:
-            return None
-        if block.sums is not None:
-            self._unchecked[block_hash] = block.sums  # checked on the device after the copy up
-        return kept[0]
+        return _Read(kept[0], block.sums) if block is not None else None
 
     # ---- down: after each step ------------------------------------------------------------
 
@@ -535,6 +563,10 @@ class TieredKVCache:
         """Drop tag's blocks from every tier of this process: those it kept or loaded for tag,
         and those the folder listed for it (an untagged request may have loaded them)."""
         self._forgotten.add(tag)
+        for load in self._loads.values():
+            if load.seq.cache_tag == tag:
+                load.reads.cancel()  # what it read and did not place stays out (_advance)
+                load.unchecked.clear()
         hashes = self._tag_hashes.pop(tag, set()) | set(listed_hashes)
         if self.disk is not None:
             # Again from here: a file another process wrote meanwhile goes too.

@@ -130,3 +130,27 @@ def test_two_questions_on_one_document_read_its_files_once(restarted, cold_engin
     for request_id, seed in ((first, 5), (second, 6)):
         expected = cold_engine.generate(question(doc, seed), GREEDY).token_ids
         assert results[request_id].token_ids == expected
+
+
+def test_aborting_a_follower_and_a_loaded_unallocated_request_leaks_nothing(restarted) -> None:
+    engine, doc = restarted
+    gated = GatedReads(engine)
+    blocks, scheduler, tiers = engine._main.blocks, engine._main.scheduler, engine._main.tiers
+    free = blocks.num_free_blocks
+    leader = engine.add_request(question(doc, 5), GREEDY, cache_tag=TAG)
+    follower = engine.add_request(question(doc, 6), GREEDY, cache_tag=TAG)
+    busy = engine.add_request(document(20, 23), SamplingParams(max_new_tokens=40))
+    engine.step()
+    assert {s.request_id for s in scheduler.loading} == {leader, follower}
+    engine.abort(follower)
+    assert tiers._loads[leader].followers == []
+    gated.open()
+    for _ in range(200):
+        engine.step()
+        if tiers._loads.get(leader) is None or tiers._loads[leader].ended:
+            break
+    engine.abort(leader)  # loaded (ended) or already allocated
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert blocks.num_free_blocks == free and not tiers._loads and not tiers._loading_hashes
+    assert busy is not None
