@@ -268,6 +268,12 @@ class Scheduler:
             if self.loader is not None and not self.loader.start_load(seq):
                 self.loading.append(seq)  # the others go on meanwhile
                 continue
+            if not self.blocks.can_allocate(seq):
+                # Its load ended at once and dropped a block that failed its check: the blocks
+                # after it are no hits now, and the room counted for them is not there.
+                self._release_load(seq)
+                self._enqueue(seq)
+                break
             self.blocks.allocate(seq)
             if self.loader is not None:
                 self.loader.allocated(seq)
@@ -303,19 +309,26 @@ class Scheduler:
             if seq not in self.loading:
                 continue
             self.loading.remove(seq)
+            fits = len(self.running) < self.config.max_num_seqs and self.blocks.can_allocate(seq)
+            # The load's own request: loaded. One that followed it: its own load may start now,
+            # for what lies past the blocks the other brought up.
+            if fits and not self.loader.start_load(seq):
+                self.loading.append(seq)
+                continue
             if len(self.running) < self.config.max_num_seqs and self.blocks.can_allocate(seq):
-                # The load's own request: loaded. One that followed it: its own load may start
-                # now, for what lies past the blocks the other brought up.
-                if not self.loader.start_load(seq):
-                    self.loading.append(seq)
-                    continue
                 self.blocks.allocate(seq)
                 self.loader.allocated(seq)
                 seq.status = SequenceStatus.RUNNING
                 self.running.append(seq)  # this step gives it a prefill chunk
             else:
-                self.loader.allocated(seq)  # not allocated: its holds go all the same
+                self._release_load(seq)
                 self._enqueue(seq)
+
+    def _release_load(self, seq: Sequence) -> None:
+        """seq goes back to the queue unallocated: its load's holds on its blocks go (they stay
+        in the cache, free to evict)."""
+        if self.loader is not None:
+            self.loader.allocated(seq)
 
     def can_schedule_without_preemption(self) -> bool:
         """Whether the next schedule() surely preempts nobody: every running request has a free
@@ -410,11 +423,13 @@ class Scheduler:
     def _preempt_for_priority(self, step: Step) -> None:
         """Make room for the first waiting request by preempting running ones of strictly lower
         priority, lowest and newest first, while it does not fit."""
-        if not self.waiting:
+        if not self.waiting or self.loading:
+            # While loads run, the room they will take is not known to be freed by anyone:
+            # preempting might free nothing the head can use. It waits for the loads instead.
             return
         head = self.waiting[0]
         while self.running:
-            fits = len(self.running) < self.config.max_num_seqs and self._fits(head)
+            fits = len(self.running) < self.config.max_num_seqs and self.blocks.can_allocate(head)
             victim = max(self.running, key=_order)
             if fits or victim.priority >= head.priority:
                 return

@@ -105,6 +105,7 @@ class _Load:
     placed: list[tuple[int, str, int, int]] = field(default_factory=list)
     checks: list[tuple[list[int], torch.Tensor]] = field(default_factory=list)
     unchecked: list[tuple[int, tuple[int, ...], torch.Tensor]] = field(default_factory=list)
+    stopped: bool = False  # its blocks' document was forgotten: nothing more is placed
 
 
 @dataclass
@@ -286,7 +287,7 @@ class TieredKVCache:
     def _advance(self, load: _Load, *, wait_s: float) -> None:
         block_size = self.blocks.block_size
         tag = load.seq.cache_tag
-        if tag is not None and tag in self._forgotten:
+        if load.stopped or (tag is not None and tag in self._forgotten):
             load.reads.cancel()  # the document was deleted meanwhile: nothing more comes up
             return
         writer: CacheWriter | None = None
@@ -312,7 +313,7 @@ class TieredKVCache:
                     if writer is None:
                         writer = CacheWriter(self.kv_cache.tensor, self._stream, load.checks)
                     writer.add(block_id, kv, sums)
-                    if sums is not None:
+                    if sums is not None and self.cpu is not None:
                         load.unchecked.append((block_hash, token_ids, kv))
                 num_bytes = kv.numel() * kv.element_size()
                 load.placed.append((block_hash, tier, num_bytes, block_id))
@@ -354,7 +355,8 @@ class TieredKVCache:
                 load.loads[tier].num_bytes -= num_bytes
             del load.placed[first:]
         tag = load.seq.cache_tag
-        if self.cpu is not None and (tag is None or tag not in self._forgotten):
+        stopped = load.stopped or (tag is not None and tag in self._forgotten)
+        if self.cpu is not None and not stopped:
             for block_hash, token_ids, kv in unchecked:
                 if block_hash not in bad:
                     self.cpu.put(block_hash, token_ids, kv)
@@ -563,14 +565,19 @@ class TieredKVCache:
         """Drop tag's blocks from every tier of this process: those it kept or loaded for tag,
         and those the folder listed for it (an untagged request may have loaded them)."""
         self._forgotten.add(tag)
-        for load in self._loads.values():
-            if load.seq.cache_tag == tag:
-                load.reads.cancel()  # what it read and did not place stays out (_advance)
-                load.unchecked.clear()
         hashes = self._tag_hashes.pop(tag, set()) | set(listed_hashes)
         if self.disk is not None:
             # Again from here: a file another process wrote meanwhile goes too.
             hashes |= set(self.disk.hashes_in_namespace(self.disk.forget_tag(tag)))
+        for load in self._loads.values():
+            # A load of the tag's blocks, by any request (tagged so or not): what it read and
+            # did not place yet stays out (_advance); what it placed is dropped below.
+            if not load.ended and (
+                load.seq.cache_tag == tag or any(h in hashes for h, _ in load.keys)
+            ):
+                load.reads.cancel()
+                load.unchecked.clear()
+                load.stopped = True
         self.blocks.forget_hashes(list(hashes))
         if self.cpu is not None:
             self.cpu.drop(hashes)

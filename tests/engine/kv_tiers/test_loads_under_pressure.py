@@ -297,3 +297,116 @@ def test_a_request_decoding_past_the_room_a_load_left_does_not_deadlock_with_it(
         f"loading={[s.request_id for s in scheduler.loading]} "
         f"free={blocks.num_free_blocks}/{blocks.num_blocks}"
     )
+
+
+def test_forget_mid_load_of_an_untagged_request_keeps_the_deleted_kv_out(llama, tmp_path) -> None:
+    """_advance stops a load only when the *loading request's* tag is forgotten. forget(TAG)
+    drops every block of TAG's document (hashes are tag-independent, the folder's listing is
+    used for exactly this), but a load of the same blocks by an untagged request (or one under
+    another tag) goes on placing what it had read: the deleted KV is back in the device cache
+    and the CPU tier after the forget. (The device cache is not asserted: an untagged request
+    may compute the prefix itself; but untagged requests never put KV into the CPU tier.)"""
+    from tests.engine.kv_tiers.test_engine_tiers import _block_hashes
+
+    doc = document(300, 21)
+    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
+    writer.close()
+    engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path, kv_cpu_tier_bytes=1 << 20)
+    tiers = engine._main.tiers
+    gated = GatedReads(engine)
+    loader = engine.add_request(question(doc, 2), GREEDY)  # no tag
+    engine.add_request(document(20, 22), SamplingParams(max_new_tokens=30))  # keeps it busy
+    engine.step()
+    assert [seq.request_id for seq in engine._main.scheduler.loading] == [loader]
+    gated.open()
+    for future in [f for _, _, f in tiers._loads[loader].reads._window if f is not None]:
+        future.result(timeout=30)  # read, not placed yet
+    engine.forget_cache_tag(TAG)  # the document is deleted
+    results = {}
+    while engine.has_unfinished_requests():
+        results.update({r.request_id: r for r in engine.step()})
+    hashes = _block_hashes(doc)[:18]
+    in_cpu = [h for h in hashes if h in tiers.cpu]
+    from_disk = results[loader].stats.tier_tokens("disk")
+    engine.close()
+    assert not in_cpu and from_disk == 0, (
+        f"{len(in_cpu)} deleted blocks in the CPU tier, {from_disk} tokens served from disk"
+    )
+
+
+def test_a_higher_priority_arrival_that_cannot_fit_during_a_load_preempts_nobody(
+    small_restarted,
+) -> None:
+    """_preempt_for_priority now asks _fits (which reserves every block the loads may still
+    take). R (priority 0, 3 blocks) decodes while L's 19 blocks load; H (priority 1, 13 blocks)
+    arrives. H fits the free blocks (27) but not with the reserve (13 + 19 > 27), and not even
+    with R gone (13 + 19 > 30): R is preempted all the same, for nothing. H still cannot be
+    admitted, R is queued behind it, and R's decoding stops for the whole load (the very thing
+    the overlapped loads are for)."""
+    engine, doc = small_restarted
+    scheduler = engine._main.scheduler
+    talker = engine.add_request(document(40, 40), SamplingParams(max_new_tokens=200))
+    while not scheduler.running or not scheduler.running[0].is_decoding:
+        engine.step()
+    gated = GatedReads(engine)
+    loader = engine.add_request(question(doc, 2), GREEDY, cache_tag=TAG)
+    engine.step()
+    assert [seq.request_id for seq in scheduler.loading] == [loader]
+    engine.add_request(document(200, 30), GREEDY, priority=1)  # 13 blocks
+    (r,) = [s for s in scheduler.running + scheduler.waiting if s.request_id == talker]
+    for _ in range(5):
+        engine.step()
+    preempted = r.num_preemptions
+    running = [s.request_id for s in scheduler.running]
+    gated.open()
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert preempted == 0 and running == [talker], (
+        f"R preempted {preempted}x while H could not be admitted anyway; running={running}"
+    )
+
+
+def test_a_load_that_ends_inside_start_load_with_a_damaged_block_does_not_crash_admission(
+    llama, cold_engine, tmp_path
+) -> None:
+    """Admission checks _fits, then start_load, then allocate. When the reads end inside
+    start_load (every future already done: a short rest on a fast disk; made certain here with
+    an inline read pool), _end's device check drops the damaged block: the blocks from it on are
+    held by the load but are no hits any more, so allocate needs more free blocks than _fits
+    counted and raises NoFreeBlocksError from schedule(), the request already off `waiting`
+    (Scheduler._requeue's follower path has the same order: can_allocate, then start_load)."""
+    from concurrent.futures import Future
+
+    from tests.engine.kv_tiers.test_engine_tiers import _block_hashes
+
+    doc, damaged = document(300, 31), 5
+    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path, kv_device_checksums=True)
+    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
+    writer.close()
+    engine = tiered_engine(
+        llama,
+        kv_disk_tier_dir=tmp_path,
+        kv_device_checksums=True,
+        max_kv_cache_bytes=20 * 16 * 512,  # exactly the question's 20 blocks
+    )
+    tiers = engine._main.tiers
+    path = tmp_path / tiers.disk.relative_path(_block_hashes(doc)[damaged])
+    data = bytearray(path.read_bytes())
+    for offset in range(100, 4000, 7):
+        data[-offset] ^= 0x40
+    path.write_bytes(bytes(data))
+
+    class Inline:
+        def submit(self, fn, *args):
+            future = Future()
+            future.set_result(fn(*args))
+            return future
+
+        def shutdown(self, wait: bool = True) -> None:
+            pass
+
+    tiers._pool = Inline()
+    result = engine.generate(question(doc, 2), GREEDY, cache_tag=TAG)  # raised NoFreeBlocksError
+    assert result.token_ids == cold_engine.generate(question(doc, 2), GREEDY).token_ids
+    engine.close()
