@@ -52,7 +52,9 @@ def test_a_restarted_engine_answers_from_the_disk_tier_as_a_cold_run(
     assert stats["disk_tier_num_tokens"] == 288 and stats["num_gpu_cached_tokens"] == 0
     assert stats["num_computed_prompt_tokens"] == 307 - 288
     assert stats["disk_tier_num_bytes"] == 288 * KV_BYTES_PER_TOKEN
-    assert 0 < stats["disk_tier_wait_seconds"] <= stats["disk_tier_seconds"]
+    # The wait is what the engine's thread spent waiting for reads (0 when every read was done
+    # before it looked: a matter of timing, which a test must not depend on).
+    assert 0 <= stats["disk_tier_wait_seconds"] <= stats["disk_tier_seconds"]
     assert second.token_ids == cold_engine.generate(question(doc, 2), GREEDY).token_ids
     counters = restarted.kv_tier_counters()["disk"]
     assert counters.num_hit_blocks == 18 and counters.num_loaded_bytes == 288 * 512

@@ -5,6 +5,7 @@ once. The disk's reads are held at a gate here, so the order of events is the te
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -78,7 +79,10 @@ def test_a_request_decodes_while_another_loads_from_disk(restarted, cold_engine)
     # Eight steps of the talker while the other's reads are held: it was not made to wait.
     assert len(decoding) >= before + 7
     assert [seq.request_id for seq in scheduler.loading] == [loader]
-    assert gated.num_reads > 0
+    deadline = time.monotonic() + HANG_S
+    while gated.num_reads == 0:  # the pool's threads have the reads (and wait at the gate)
+        assert time.monotonic() < deadline, "no read reached the disk"
+        time.sleep(0.01)
     gated.open()
     results = _run_until_done(engine, {talker, loader})
     stats = results[loader].stats.to_dict()
