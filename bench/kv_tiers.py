@@ -263,6 +263,15 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     memory_after = meminfo()
     restart_host = restarted.kv_write_behind_stats()
     busy = None
+
+    def disk_only_restart() -> LLMEngine:
+        engine = model.engine(
+            args.device, dtype, chunk_size=args.chunk, **{**tiers, "kv_cpu_tier_bytes": 0}
+        )
+        _wait_host_pool(engine)
+        _warm(engine, warm_up[:1024])
+        return engine
+
     if args.busy_streams:
         restarted.close()
         del restarted
@@ -270,21 +279,13 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         # Another restart, with no CPU tier (the load then comes from disk again): the same
         # load while other requests decode, which go on stepping during it. Warmed by a short
         # prompt: the kernels were built by the engines before, in this process.
-        restarted = model.engine(
-            args.device, dtype, chunk_size=args.chunk, **{**tiers, "kv_cpu_tier_bytes": 0}
-        )
-        _wait_host_pool(restarted)
-        _warm(restarted, warm_up[:1024])
+        restarted = disk_only_restart()
         busy = busy_load(restarted, texts[4], tag, args.busy_streams)
         if args.busy_gc_off:  # a diagnosis: the same with Python's collector off
             restarted.close()
             del restarted
             _free()
-            restarted = model.engine(
-                args.device, dtype, chunk_size=args.chunk, **{**tiers, "kv_cpu_tier_bytes": 0}
-            )
-            _wait_host_pool(restarted)
-            _warm(restarted, warm_up[:1024])
+            restarted = disk_only_restart()
             gc.disable()
             try:
                 busy["gc_off"] = busy_load(restarted, texts[4], tag, args.busy_streams)

@@ -38,13 +38,19 @@ class GatedReads:
         self.gate.set()
 
 
+def write_document(llama, folder) -> list[int]:
+    """One document's blocks written to a disk folder by an engine since closed."""
+    doc = document(300, 21)
+    writer = tiered_engine(llama, kv_disk_tier_dir=folder)
+    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
+    writer.close()
+    return doc
+
+
 @pytest.fixture
 def restarted(llama, tmp_path):
     """An engine over a disk folder that holds one document's blocks (written by another)."""
-    doc = document(300, 21)
-    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
-    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
-    writer.close()
+    doc = write_document(llama, tmp_path)
     engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
     yield engine, doc
     engine.close()

@@ -12,19 +12,32 @@ import pytest
 
 from engine import SamplingParams
 from tests.engine.kv_tiers.conftest import GREEDY, document, question, tiered_engine
-from tests.engine.kv_tiers.test_loads_overlap import TAG, GatedReads
+from tests.engine.kv_tiers.test_loads_overlap import TAG, GatedReads, write_document
 
 BLOCK_SIZE = 16
 BLOCK_BYTES = BLOCK_SIZE * 512  # the tiny Llama's KV block
 
 
+def _finish_both(engine, first: int, second: int) -> None:
+    """Step until both requests are done; a deadlock (nothing moves) fails with the queues."""
+    scheduler, done = engine._main.scheduler, set()
+    for _ in range(2_000):
+        done |= {result.request_id for result in engine.step()}
+        if {first, second} <= done:
+            return
+    blocks = engine._main.blocks
+    raise AssertionError(
+        f"deadlock: waiting={[s.request_id for s in scheduler.waiting]} "
+        f"running={[s.request_id for s in scheduler.running]} "
+        f"loading={[s.request_id for s in scheduler.loading]} "
+        f"free={blocks.num_free_blocks}/{blocks.num_blocks}"
+    )
+
+
 @pytest.fixture
 def small_restarted(llama, tmp_path):
     """A restarted engine with a 30-block cache over a folder holding one document (18 blocks)."""
-    doc = document(300, 21)
-    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
-    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
-    writer.close()
+    doc = write_document(llama, tmp_path)
     engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path, max_kv_cache_bytes=30 * BLOCK_BYTES)
     assert engine._main.blocks.num_blocks == 30
     yield engine, doc
@@ -45,27 +58,13 @@ def test_a_loaded_request_and_a_higher_priority_one_that_needs_its_blocks_both_f
     assert [seq.request_id for seq in scheduler.loading] == [loader]
     urgent = engine.add_request(document(200, 30), GREEDY, priority=1)  # 13 blocks
     gated.open()
-    done = set()
-    for _ in range(2_000):
-        done |= {result.request_id for result in engine.step()}
-        if {loader, urgent} <= done:
-            return
-    blocks = engine._main.blocks
-    raise AssertionError(
-        f"deadlock: waiting={[s.request_id for s in scheduler.waiting]} "
-        f"running={[s.request_id for s in scheduler.running]} "
-        f"loading={[s.request_id for s in scheduler.loading]} "
-        f"free={blocks.num_free_blocks}/{blocks.num_blocks}"
-    )
+    _finish_both(engine, loader, urgent)
 
 
 @pytest.fixture
 def restarted_one_seq(llama, tmp_path):
     """A restarted engine that runs one request at a time, over a folder holding one document."""
-    doc = document(300, 21)
-    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
-    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
-    writer.close()
+    doc = write_document(llama, tmp_path)
     engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path, max_num_seqs=1)
     yield engine, doc
     engine.close()
@@ -160,10 +159,7 @@ def test_a_document_forgotten_while_its_blocks_load_stays_out_of_the_caches(
     tier, and listed under the forgotten tag again: the deleted document's KV is served on."""
     from tests.engine.kv_tiers.test_engine_tiers import _block_hashes
 
-    doc = document(300, 21)
-    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
-    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
-    writer.close()
+    doc = write_document(llama, tmp_path)
     engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path, kv_cpu_tier_bytes=1 << 20)
     tiers = engine._main.tiers
     gated = GatedReads(engine)
@@ -285,18 +281,7 @@ def test_a_request_decoding_past_the_room_a_load_left_does_not_deadlock_with_it(
     while scheduler.running[0].num_tokens < 180:  # R takes 2 more blocks: 18 free
         engine.step()
     gated.open()
-    done = set()
-    for _ in range(2_000):
-        done |= {result.request_id for result in engine.step()}
-        if {loader, talker} <= done:
-            return
-    blocks = engine._main.blocks
-    raise AssertionError(
-        f"deadlock: waiting={[s.request_id for s in scheduler.waiting]} "
-        f"running={[s.request_id for s in scheduler.running]} "
-        f"loading={[s.request_id for s in scheduler.loading]} "
-        f"free={blocks.num_free_blocks}/{blocks.num_blocks}"
-    )
+    _finish_both(engine, loader, talker)
 
 
 def test_forget_mid_load_of_an_untagged_request_keeps_the_deleted_kv_out(llama, tmp_path) -> None:
@@ -308,10 +293,7 @@ def test_forget_mid_load_of_an_untagged_request_keeps_the_deleted_kv_out(llama, 
     may compute the prefix itself; but untagged requests never put KV into the CPU tier.)"""
     from tests.engine.kv_tiers.test_engine_tiers import _block_hashes
 
-    doc = document(300, 21)
-    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
-    writer.generate(question(doc, 1), GREEDY, cache_tag=TAG)
-    writer.close()
+    doc = write_document(llama, tmp_path)
     engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path, kv_cpu_tier_bytes=1 << 20)
     tiers = engine._main.tiers
     gated = GatedReads(engine)
