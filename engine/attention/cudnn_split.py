@@ -13,6 +13,12 @@ chunk's own K/V (T tokens) are repeated per query head for the causal part.
 Measured on an H200 (bench/attention_micro.py, 8,192 queries after 24K/120K cached keys, 32/8
 heads, head dim 128): this split at 550-570 TFLOP/s, FlexAttention's offset-mask kernel at 380-390,
 SDPA with a lower-right causal mask at 340 (bench/results/prefill_h200.md).
+
+A short chunk after a long prefix (a question after its document: 20 queries after 128K keys)
+splits the prefix part along the keys. cuDNN runs one program per 128 query rows and KV head,
+so 8 KV heads of 80 folded rows are 8 programs, 8 of an H100's 132 SMs each reading 1/8 of the
+17 GB of KV. The splits run as the batch of one call (each a strided view of the same keys) and
+are merged by log-sum-exp like the two parts above.
 """
 
 from __future__ import annotations
@@ -26,10 +32,34 @@ import torch.nn.functional as F
 from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 from engine.errors import EngineError
 
-# (q [1, N, L, D], k [1, N, S, D], v, is_causal) -> (out [1, N, L, D], lse [N, L] fp32)
+# (q [B, N, L, D], k [B, N, S, D], v, is_causal) -> (out [B, N, L, D], lse [B, N, L] fp32)
 AttendFn = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]
 ]
+
+# cuDNN's fused kernel: one program per QUERY_TILE_ROWS query rows and head. The prefix part is
+# split along its keys until there are PROGRAMS_PER_SM programs for every SM, each split at
+# least MIN_KEYS_PER_SPLIT keys (a shorter one is mostly its prologue and its share of the merge).
+QUERY_TILE_ROWS = 128
+PROGRAMS_PER_SM = 2
+MIN_KEYS_PER_SPLIT = 1024
+
+
+def plan_prefix_splits(*, num_rows: int, num_kv_heads: int, num_keys: int, num_sms: int) -> int:
+    """Splits of the prefix's keys for num_rows folded query rows per KV head."""
+    programs = num_kv_heads * -(-num_rows // QUERY_TILE_ROWS)
+    wanted = -(-PROGRAMS_PER_SM * num_sms // programs)
+    return max(1, min(wanted, num_keys // MIN_KEYS_PER_SPLIT))
+
+
+def merge_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over disjoint key sets merged: outs [P, ..., D], lses [P, ...] fp32 ->
+    (out [..., D] in outs' dtype, lse [...] fp32)."""
+    top = lses.amax(0)
+    weights = (lses - top).exp()  # [P, ...]
+    total = weights.sum(0)
+    out = (outs.float() * weights[..., None]).sum(0) / total[..., None]
+    return out.to(outs.dtype), top + total.log()
 
 
 def cudnn_attend(
@@ -38,7 +68,7 @@ def cudnn_attend(
     out, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(
         q, k, v, None, True, 0.0, is_causal, False
     )[:2]
-    return out, lse.reshape(q.shape[1], q.shape[2]).float()
+    return out, lse.reshape(q.shape[:3]).float()
 
 
 def math_attend(
@@ -49,9 +79,9 @@ def math_attend(
     if is_causal:
         keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
         scores = scores.masked_fill(~keep, float("-inf"))
-    lse = scores.logsumexp(-1)  # [1, N, L]
+    lse = scores.logsumexp(-1)  # [B, N, L]
     out = torch.einsum("bnls,bnsd->bnld", (scores - lse[..., None]).exp(), v.float())
-    return out.to(q.dtype), lse[0]
+    return out.to(q.dtype), lse
 
 
 @functools.cache
@@ -72,12 +102,22 @@ class CudnnSplitBackend(AttentionBackend):
     name = "cudnn"
     materializes_scores = False
 
-    def __init__(self, device: torch.device, attend: AttendFn | None = None) -> None:
+    def __init__(
+        self, device: torch.device, attend: AttendFn | None = None, num_sms: int | None = None
+    ) -> None:
+        """attend and num_sms stand in for cuDNN and the card's SM count (tests on the CPU)."""
         if attend is None:
             if device.type != "cuda":
                 raise EngineError("The cudnn attention backend needs a CUDA device.")
             attend = cudnn_attend
+        if num_sms is None:
+            num_sms = (
+                torch.cuda.get_device_properties(device).multi_processor_count
+                if device.type == "cuda"
+                else 1
+            )
         self._attend = attend
+        self._num_sms = num_sms
 
     def attend(
         self,
@@ -109,8 +149,9 @@ class CudnnSplitBackend(AttentionBackend):
             v_rep.transpose(0, 1).unsqueeze(0),
             True,
         )
+        o_self, lse_self = o_self[0], lse_self[0]  # [H, T, D], [H, T]
         if meta.start == 0:
-            return o_self[0].transpose(0, 1)  # [T, H, D]
+            return o_self.transpose(0, 1)  # [T, H, D]
         # The cached prefix, no mask: fold the G query heads of a KV head into the query axis.
         # q_folded: [1, KV, G*T, D], row g*T + t of KV head j is query head j*G + g at token t.
         q_folded = (
@@ -128,13 +169,50 @@ class CudnnSplitBackend(AttentionBackend):
         )
         keys = gather_kv(k_cache, prefix)  # [start, KV, D], a view when blocks are consecutive
         values = gather_kv(v_cache, prefix)
-        o_prefix, lse_prefix = self._attend(
-            q_folded, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0), False
-        )
+        o_prefix, lse_prefix = self._attend_prefix(q_folded, keys, values)
         o_prefix = o_prefix.reshape(num_heads, num_q, head_dim)  # [H, T, D]
         lse_prefix = lse_prefix.reshape(num_heads, num_q)
         # Weight of the prefix part: e^l1 / (e^l1 + e^l2) = sigmoid(l1 - l2), [H, T, 1].
         weight = torch.sigmoid(lse_prefix - lse_self)[..., None].to(q.dtype)
         out = torch.empty_like(q)  # [T, H, D], written through a [H, T, D] view
-        torch.lerp(o_self[0], o_prefix, weight, out=out.transpose(0, 1))
+        torch.lerp(o_self, o_prefix, weight, out=out.transpose(0, 1))
         return out
+
+    def _attend_prefix(
+        self, q_folded: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q_folded [1, KV, R, D] against keys, values [S, KV, D] with no mask: out
+        [KV, R, D], lse [KV, R]. Split along the keys when R rows leave SMs idle: the first
+        n * (S // n) keys as n batch entries of one call, the few left over in a second."""
+        num_keys, num_kv_heads, head_dim = keys.shape
+        splits = plan_prefix_splits(
+            num_rows=q_folded.shape[2],
+            num_kv_heads=num_kv_heads,
+            num_keys=num_keys,
+            num_sms=self._num_sms,
+        )
+        if splits == 1:
+            out, lse = self._attend(
+                q_folded,
+                keys.transpose(0, 1).unsqueeze(0),
+                values.transpose(0, 1).unsqueeze(0),
+                False,
+            )
+            return out[0], lse[0]
+        per_split = num_keys // splits
+        body = splits * per_split
+
+        def split(kv: torch.Tensor) -> torch.Tensor:  # [splits, KV, per_split, D], a view
+            return kv[:body].view(splits, per_split, num_kv_heads, head_dim).transpose(1, 2)
+
+        queries = q_folded.expand(splits, -1, -1, -1).contiguous()
+        outs, lses = self._attend(queries, split(keys), split(values), False)
+        if body < num_keys:  # the remainder: fewer keys than splits
+            out, lse = self._attend(
+                q_folded,
+                keys[body:].transpose(0, 1).unsqueeze(0),
+                values[body:].transpose(0, 1).unsqueeze(0),
+                False,
+            )
+            outs, lses = torch.cat([outs, out]), torch.cat([lses, lse])
+        return merge_partials(outs, lses)

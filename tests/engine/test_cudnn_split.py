@@ -65,3 +65,128 @@ def test_auto_never_picks_a_half_precision_kernel_for_fp32_or_the_cpu() -> None:
     assert select_backend("auto", torch.device("cpu"), dtype=torch.bfloat16).name == "sdpa"
     with pytest.raises(EngineError, match="bfloat16 or float16"):
         select_backend("cudnn", torch.device("cpu"), dtype=torch.float32)
+
+
+def _prefix_chunk(start: int, num_q: int, block_table: list[int] | None):
+    """Queries at positions [start, start + num_q) and their metadata over a cache that holds
+    the prefix, blocks consecutive or scattered."""
+    torch.manual_seed(1)
+    num_tokens = start + num_q
+    num_blocks = -(-num_tokens // BLOCK_SIZE)
+    table = torch.tensor(block_table or list(range(num_blocks)), dtype=torch.int32)
+    q = torch.randn(num_q, H, D)
+    k, v = torch.randn(num_tokens, KV, D), torch.randn(num_tokens, KV, D)
+    k_cache = torch.zeros(int(table.max()) + 1, BLOCK_SIZE, KV, D)
+    v_cache = torch.zeros_like(k_cache)
+    positions = torch.arange(num_tokens)
+    slots = table[positions // BLOCK_SIZE].long() * BLOCK_SIZE + positions % BLOCK_SIZE
+    k_cache.view(-1, KV, D)[slots[:start]] = k[:start]
+    v_cache.view(-1, KV, D)[slots[:start]] = v[:start]
+    meta = AttentionMetadata(
+        start=start,
+        num_query_tokens=num_q,
+        slot_mapping=slots[start:],
+        block_table=table,
+        block_size=BLOCK_SIZE,
+        first_block_if_contiguous=0 if block_table is None else None,
+    )
+    return q, k, v, k_cache, v_cache, meta
+
+
+@pytest.mark.parametrize("scattered", [False, True])
+def test_a_short_chunk_after_a_long_prefix_splits_the_keys(scattered: bool) -> None:
+    start, num_q = 3 * 1024 + 4, 5  # three splits of 1,025 keys and one key left over
+    num_blocks = -(-(start + num_q) // BLOCK_SIZE)
+    table = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(2)).tolist()
+    q, k, v, k_cache, v_cache, meta = _prefix_chunk(start, num_q, table if scattered else None)
+    batches: list[int] = []
+
+    def counting_attend(q_, k_, v_, is_causal):
+        if not is_causal:
+            batches.append(q_.shape[0])
+        return math_attend(q_, k_, v_, is_causal)
+
+    # 64 SMs: 2 KV heads of 20 folded rows are 2 programs, so the keys split as far as their
+    # length allows (3 splits of at least 1,024 keys).
+    backend = CudnnSplitBackend(torch.device("cpu"), attend=counting_attend, num_sms=64)
+    out = backend.forward(q, k[start:], v[start:], k_cache, v_cache, meta)
+    expected = _reference(q, k, v, start)
+    assert batches == [3, 1]  # three splits in one call, then the key left over
+    assert (out - expected).abs().max().item() < 1e-5
+    # One SM: no split, the same result.
+    batches.clear()
+    whole = CudnnSplitBackend(torch.device("cpu"), attend=counting_attend, num_sms=1)
+    out_whole = whole.forward(q, k[start:], v[start:], k_cache, v_cache, meta)
+    assert batches == [1]
+    assert (out - out_whole).abs().max().item() < 1e-5
+
+
+def test_prefix_split_plan() -> None:
+    from engine.attention.cudnn_split import plan_prefix_splits
+
+    # A question after a 128K document on an H100: 8 KV heads of 4 x 20 rows, 8 programs.
+    assert plan_prefix_splits(num_rows=80, num_kv_heads=8, num_keys=131072, num_sms=132) == 33
+    # A long chunk already fills the card: 8 x 256 programs.
+    assert plan_prefix_splits(num_rows=32768, num_kv_heads=8, num_keys=131072, num_sms=132) == 1
+    # A short prefix splits only into pieces of at least 1,024 keys.
+    assert plan_prefix_splits(num_rows=80, num_kv_heads=8, num_keys=3000, num_sms=132) == 2
+    assert plan_prefix_splits(num_rows=80, num_kv_heads=8, num_keys=1000, num_sms=132) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU with cuDNN attention")
+def test_cudnn_splits_match_one_call_on_the_gpu() -> None:
+    """cuDNN itself on the split keys (a batch of strided views), against the unsplit call and
+    the fp32 reference, for a question after a 64K prefix, consecutive and scattered."""
+    from engine.attention.cudnn_split import is_cudnn_attention_available
+
+    device = torch.device("cuda")
+    if not is_cudnn_attention_available(device):
+        pytest.skip("cuDNN attention does not run on this GPU")
+    torch.manual_seed(3)
+    heads, kv_heads, dim, block = 32, 8, 128, 16
+    start, num_q = 65536 + 40, 20
+    num_blocks = -(-(start + num_q) // block)
+    for table_ids in (list(range(num_blocks)), torch.randperm(num_blocks).tolist()):
+        table = torch.tensor(table_ids, dtype=torch.int32, device=device)
+        k_cache = torch.randn(num_blocks, block, kv_heads, dim, device=device, dtype=torch.bfloat16)
+        v_cache = torch.randn_like(k_cache)
+        q = torch.randn(num_q, heads, dim, device=device, dtype=torch.bfloat16)
+        k = torch.randn(num_q, kv_heads, dim, device=device, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        positions = torch.arange(start, start + num_q, device=device)
+        slots = table[positions // block].long() * block + positions % block
+        contiguous = table_ids == list(range(num_blocks))
+        meta = AttentionMetadata(
+            start=start,
+            num_query_tokens=num_q,
+            slot_mapping=slots,
+            block_table=table,
+            block_size=block,
+            first_block_if_contiguous=0 if contiguous else None,
+        )
+        split = CudnnSplitBackend(device)
+        whole = CudnnSplitBackend(device, num_sms=1)
+        out_split = split.forward(q, k, v, k_cache.clone(), v_cache.clone(), meta)
+        out_whole = whole.forward(q, k, v, k_cache.clone(), v_cache.clone(), meta)
+        # fp32 reference over the whole context
+        k_all = k_cache.index_select(0, table).view(-1, kv_heads, dim)[: start + num_q].clone()
+        v_all = v_cache.index_select(0, table).view(-1, kv_heads, dim)[: start + num_q].clone()
+        k_all[start:], v_all[start:] = k, v
+        group = heads // kv_heads
+        scores = (
+            torch.einsum("thd,chd->htc", q.float(), k_all.float().repeat_interleave(group, 1))
+            / dim**0.5
+        )
+        keep = torch.arange(start + num_q, device=device)[None] <= positions[:, None]
+        scores = scores.masked_fill(~keep[None], float("-inf"))
+        expected = torch.einsum(
+            "htc,chd->thd", scores.softmax(-1), v_all.float().repeat_interleave(group, 1)
+        )
+
+        rel_split, rel_whole = (
+            ((out.float() - expected).norm() / expected.norm()).item()
+            for out in (out_split, out_whole)
+        )
+        # bf16 outputs: the split's merge (fp32) adds no error beyond the one call's rounding.
+        assert rel_split < 1e-2 and rel_whole < 1e-2
+        assert rel_split < 2 * rel_whole + 1e-3
