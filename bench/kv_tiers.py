@@ -21,11 +21,14 @@ counts and timings are written; the document is synthetic. Results: bench/result
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import importlib.util
+import io
 import itertools
 import json
 import os
+import pstats
 import shutil
 import statistics
 import sys
@@ -89,6 +92,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a last restart: the disk load while this many requests decode (0: not run)",
     )
     parser.add_argument("--busy-gc-off", action="store_true", help="the busy load again, gc off")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="the disk load again after another restart, the engine thread under cProfile "
+        "(kv_tiers_LABEL.profile-TOKENS.txt)",
+    )
     parser.add_argument(
         "--device-checksums",
         action="store_true",
@@ -195,13 +204,39 @@ def prompts(engine: LLMEngine, model: Model, num_tokens: int) -> list[list[int]]
     ]
 
 
-def first_token(engine: LLMEngine, prompt: list[int], tag: str) -> dict[str, Any]:
+def first_token(
+    engine: LLMEngine, prompt: list[int], tag: str, *, profile: Path | None = None
+) -> dict[str, Any]:
+    """One question's first token and where its prefix came from. `load_ended_s`: seconds from
+    the call to the end of the load from the lower tiers (None: no load). profile: the engine
+    thread under cProfile, its top functions written there (a diagnosis: it slows Python)."""
+    tiers = engine._main.tiers
+    load_ends: list[float] = []
+    if tiers is not None:  # the load's end stamped: the rest of the TTFT comes after it
+        end = tiers._end
+        tiers._end = lambda load: (load_ends.append(time.perf_counter()), end(load))[1]
+    profiler = cProfile.Profile() if profile is not None else None
     started = time.perf_counter()
-    result = engine.generate(prompt, SamplingParams(max_new_tokens=1), cache_tag=tag)
+    try:
+        if profiler is not None:
+            profiler.enable()
+        result = engine.generate(prompt, SamplingParams(max_new_tokens=1), cache_tag=tag)
+    finally:
+        if profiler is not None:
+            profiler.disable()
+        if tiers is not None:
+            del tiers._end  # the method again
+    wall_s = time.perf_counter() - started
+    if profiler is not None:
+        text = io.StringIO()
+        for order in ("tottime", "cumulative"):
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(40)
+        profile.write_text(f"wall {wall_s:.3f} s\n" + text.getvalue())
     stats = result.stats.to_dict()
     row = {
         "ttft_s": stats["time_to_first_token_seconds"],
-        "wall_s": time.perf_counter() - started,
+        "wall_s": wall_s,
+        "load_ended_s": load_ends[0] - started if load_ends else None,
         "num_prompt_tokens": stats["num_prompt_tokens"],
         "num_computed_prompt_tokens": stats["num_computed_prompt_tokens"],
         "num_gpu_cached_tokens": stats["num_gpu_cached_tokens"],
@@ -291,6 +326,18 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
                 busy["gc_off"] = busy_load(restarted, texts[4], tag, args.busy_streams)
             finally:
                 gc.enable()
+    profiled = None
+    if args.profile:  # a diagnosis: where the engine's thread spends a disk load
+        restarted.close()
+        del restarted
+        _free()
+        restarted = model.engine(args.device, dtype, chunk_size=args.chunk, **tiers)
+        _wait_host_pool(restarted)
+        _warm(restarted, warm_up[:1024])
+        name = "kv_tiers" + (f"_{args.label}" if args.label else "")
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        path = args.out_dir / f"{name}.profile-{len(texts[0])}.txt"
+        profiled = first_token(restarted, texts[3], tag, profile=path)
     restarted.forget_cache_tag(tag)  # leave no files behind
     restarted.close()
     del restarted
@@ -307,6 +354,7 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         "memory_around_disk_phase": {"before": memory_before, "after": memory_after},
         "sync_before_restart_s": sync_s,
         "busy": busy,
+        "disk_tier_profiled": profiled,
         "write_behind_cost_on_first_answer": rows["cold-tiered"]["ttft_s"] / cold - 1,
         "speedup_vs_cold": {phase: cold / rows[phase]["ttft_s"] for phase in PHASES},
         "phases": rows,
@@ -355,6 +403,7 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
             collections.append((info["generation"], time.perf_counter() - gc_began[0]))
 
     gc.callbacks.append(on_gc)
+    retries_before = _allocator_retries()
     first: list[tuple[float, int]] = []
     started = time.perf_counter()
     loader = engine.add_request(
@@ -370,6 +419,7 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
                 result = done
     ended, admitted_call = first[0]
     gc.callbacks.remove(on_gc)
+    retries = _allocator_retries() - retries_before
     for request_id in streams:
         engine.abort(request_id)
     while engine.has_unfinished_requests():
@@ -402,7 +452,16 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
             key=lambda item: -item[1],
         )[:8],
         "gc_passes_during_load": collections,
+        # The CUDA caching allocator's retries during the load (each frees its cached memory
+        # and waits for the device): a step that allocates while the cache is full stalls.
+        "allocator_retries_during_load": retries,
     }
+
+
+def _allocator_retries() -> int:
+    if not torch.cuda.is_available():
+        return 0
+    return int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
 
 
 def _warm(engine: LLMEngine, prompt: list[int]) -> None:
@@ -491,6 +550,18 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                 f"{after['Cached_mib']} MiB (grows by what was read from the disk itself, not "
                 f"from the cache); memory available {before.get('MemAvailable_mib')} MiB."
             )
+        disk = result["phases"]["disk-tier"]
+        if disk.get("load_ended_s") is not None:
+            lines.append(
+                f"  The disk phase's load ended {disk['load_ended_s']:.3f} s after the question "
+                f"came; its first token {disk['ttft_s'] - disk['load_ended_s']:.3f} s later."
+            )
+        profiled = result.get("disk_tier_profiled")
+        if profiled and profiled.get("load_ended_s") is not None:
+            lines.append(
+                f"  Under cProfile (another restart): load ended after "
+                f"{profiled['load_ended_s']:.3f} s, first token {profiled['ttft_s']:.3f} s."
+            )
         busy = result.get("busy")
         if busy:
             lines.append(
@@ -504,6 +575,14 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                 f"{_seconds(busy['stream_gap_in_admission_step_s'])}; median step before the "
                 f"load {_seconds(busy['stream_median_gap_before_s'])}."
             )
+            longest = busy.get("longest_step_calls") or []
+            if longest:
+                at, seconds = longest[0]
+                lines.append(
+                    f"  Its longest engine.step() call during the load: {seconds:.3f} s, "
+                    f"{at:.3f} s into it; CUDA allocator retries meanwhile: "
+                    f"{busy.get('allocator_retries_during_load')}."
+                )
         if result.get("sync_before_restart_s") is not None:
             lines.append(
                 f"  `--sync`: the dirty page cache written back before the restart in "
