@@ -39,6 +39,12 @@ from engine.stats import TierLoad
 
 # An idle engine waits for a load's reads this long at a time, its copies up grouped across it.
 WAIT_SLICE_S = 0.05
+# Loads reading from disk at once. They share the read pool and the host's memory bandwidth
+# (the bound of a load: a 128K prompt's 17 GB read at 10-14 GB/s on an H100 host), so with no
+# bound each of N questions on N documents after a restart would wait for about all N loads;
+# with it, the first ones come first. Two, not one: a short document's load does not wait a
+# whole long one's.
+MAX_DISK_LOADS = 2
 
 
 @dataclass
@@ -101,7 +107,8 @@ class LoadsUp:
         """Begin loading the blocks of seq's prompt prefix that the lower tiers hold into the
         cache. True: seq may be allocated now (nothing to load, or all of it loaded at once from
         the CPU tier); False: reads are under way (advance() says when they end), or another
-        request's load is bringing up the same blocks (seq then waits for it)."""
+        request's load is bringing up the same blocks, or MAX_DISK_LOADS loads read already
+        (seq then waits for that load: advance() gives it back when it ends)."""
         earlier = self._loads.get(seq.request_id)
         if earlier is not None:
             return earlier.ended  # loaded (its blocks held), back in the queue to be allocated
@@ -138,6 +145,12 @@ class LoadsUp:
         if not self._may_hold(rest[0][0]):
             self._count_loads(seq, loads, waited, len(rest))
             return True
+        reading = [load for load in self._loads.values() if not load.ended]
+        if len(reading) >= MAX_DISK_LOADS and not (self.cpu is not None and rest[0][0] in self.cpu):
+            # The disk's reads are shared: one more load would slow those under way as much as
+            # it gains. It waits for the oldest one to end, then starts (or follows another).
+            reading[0].followers.append(seq)
+            return False
         # Held until seq is allocated: importing (here or by other loads) and other requests'
         # allocations may evict cached blocks, never these.
         self.blocks.hold(held)

@@ -164,3 +164,41 @@ def test_aborting_a_follower_and_a_loaded_unallocated_request_leaks_nothing(rest
         engine.step()
     assert blocks.num_free_blocks == free and not tiers._loads and not tiers._loading_hashes
     assert busy is not None
+
+
+def test_a_third_load_waits_for_the_first_to_end(llama, tmp_path, cold_engine) -> None:
+    """Three questions on three documents after a restart: two loads read at once (MAX_DISK_LOADS),
+    the third starts when the first ends, and every answer is the cold one."""
+    from engine.kv_tiers.loads_up import MAX_DISK_LOADS
+
+    assert MAX_DISK_LOADS == 2
+    docs = [document(300, 40 + index) for index in range(3)]
+    writer = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+    for index, doc in enumerate(docs):
+        writer.generate(question(doc, 10 + index), GREEDY, cache_tag=document_cache_tag(40 + index))
+    writer.close()
+    engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path)
+    gated = GatedReads(engine)
+    try:
+        tiers, scheduler = engine._main.tiers, engine._main.scheduler
+        requests = [
+            engine.add_request(
+                question(doc, 20 + index), GREEDY, cache_tag=document_cache_tag(40 + index)
+            )
+            for index, doc in enumerate(docs)
+        ]
+        engine.step()
+        assert {seq.request_id for seq in scheduler.loading} == set(requests)
+        assert list(tiers._loads) == requests[:2]  # the third waits for the first
+        assert [seq.request_id for seq in tiers._loads[requests[0]].followers] == [requests[2]]
+        gated.open()
+        results = _run_until_done(engine, set(requests))
+        for index, request_id in enumerate(requests):
+            stats = results[request_id].stats.to_dict()
+            assert stats["disk_tier_num_tokens"] == 288
+            expected = cold_engine.generate(question(docs[index], 20 + index), GREEDY).token_ids
+            assert results[request_id].token_ids == expected
+        assert not tiers.has_loads() and not scheduler.loading
+    finally:
+        gated.open()  # a failed check above leaves no read waiting at the gate
+        engine.close()
