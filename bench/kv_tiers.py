@@ -404,6 +404,26 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
 
     gc.callbacks.append(on_gc)
     retries_before = _allocator_retries()
+    # The engine's load placements and step launches, timed: (name, start, seconds).
+    spans: list[tuple[str, float, float]] = []
+    placement = engine._main
+    timed = {"advance": placement.tiers, "end": placement.tiers, "launch": placement.runner}
+    originals = {
+        name: getattr(owner, {"end": "_end"}.get(name, name)) for name, owner in timed.items()
+    }
+
+    def timing(name: str) -> Callable:
+        def wrapped(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return originals[name](*args, **kwargs)
+            finally:
+                spans.append((name, began, time.perf_counter() - began))
+
+        return wrapped
+
+    for name, owner in timed.items():
+        setattr(owner, {"end": "_end"}.get(name, name), timing(name))
     first: list[tuple[float, int]] = []
     started = time.perf_counter()
     loader = engine.add_request(
@@ -419,6 +439,8 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
                 result = done
     ended, admitted_call = first[0]
     gc.callbacks.remove(on_gc)
+    for name, owner in timed.items():
+        delattr(owner, {"end": "_end"}.get(name, name))  # the methods again
     retries = _allocator_retries() - retries_before
     for request_id in streams:
         engine.abort(request_id)
@@ -455,7 +477,25 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
         # The CUDA caching allocator's retries during the load (each frees its cached memory
         # and waits for the device): a step that allocates while the cache is full stalls.
         "allocator_retries_during_load": retries,
+        # Within the longest step() call during the load: its placements, its load's end and
+        # its launches, (name, seconds into the load, seconds).
+        "spans_in_longest_step": _spans_within(spans, step_seconds, started, ended),
     }
+
+
+def _spans_within(
+    spans: list[tuple[str, float, float]],
+    step_seconds: list[tuple[float, float]],
+    started: float,
+    ended: float,
+) -> list[tuple[str, float, float]]:
+    during = [(b, d) for b, d in step_seconds if started <= b < ended]
+    if not during:
+        return []
+    began, seconds = max(during, key=lambda item: item[1])
+    return [
+        (name, b - started, d) for name, b, d in spans if began <= b and b + d <= began + seconds
+    ]
 
 
 def _allocator_retries() -> int:
@@ -581,7 +621,12 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                 lines.append(
                     f"  Its longest engine.step() call during the load: {seconds:.3f} s, "
                     f"{at:.3f} s into it; CUDA allocator retries meanwhile: "
-                    f"{busy.get('allocator_retries_during_load')}."
+                    f"{busy.get('allocator_retries_during_load')}. Within it: "
+                    + ", ".join(
+                        f"{name} {seconds:.3f} s"
+                        for name, _, seconds in busy.get("spans_in_longest_step", [])
+                    )
+                    + "."
                 )
         if result.get("sync_before_restart_s") is not None:
             lines.append(
