@@ -153,11 +153,13 @@ class CudnnSplitBackend(AttentionBackend):
         if meta.start == 0:
             return o_self.transpose(0, 1)  # [T, H, D]
         # The cached prefix, no mask: fold the G query heads of a KV head into the query axis.
-        # q_folded: [1, KV, G*T, D], row g*T + t of KV head j is query head j*G + g at token t.
-        q_folded = (
+        # rows: [G*T, KV, D], row g*T + t of KV head j is query head j*G + g at token t; seen
+        # as [1, KV, G*T, D] its memory is in (batch, sequence, head, dim) order, like the
+        # cache's K/V (cuDNN's path for new lengths without a new plan wants that layout).
+        rows = (
             q.view(num_q, num_kv_heads, group, head_dim)
-            .permute(1, 2, 0, 3)
-            .reshape(1, num_kv_heads, group * num_q, head_dim)
+            .permute(2, 0, 1, 3)
+            .reshape(group * num_q, num_kv_heads, head_dim)
         )
         prefix = AttentionMetadata(
             start=0,
@@ -169,7 +171,7 @@ class CudnnSplitBackend(AttentionBackend):
         )
         keys = gather_kv(k_cache, prefix)  # [start, KV, D], a view when blocks are consecutive
         values = gather_kv(v_cache, prefix)
-        o_prefix, lse_prefix = self._attend_prefix(q_folded, keys, values)
+        o_prefix, lse_prefix = self._attend_prefix(rows, keys, values)
         o_prefix = o_prefix.reshape(num_heads, num_q, head_dim)  # [H, T, D]
         lse_prefix = lse_prefix.reshape(num_heads, num_q)
         # Weight of the prefix part: e^l1 / (e^l1 + e^l2) = sigmoid(l1 - l2), [H, T, 1].
@@ -179,25 +181,25 @@ class CudnnSplitBackend(AttentionBackend):
         return out
 
     def _attend_prefix(
-        self, q_folded: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+        self, rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q_folded [1, KV, R, D] against keys, values [S, KV, D] with no mask: out
-        [KV, R, D], lse [KV, R]. Split along the keys when R rows leave SMs idle: the first
-        n * (S // n) keys as n batch entries of one call, the few left over in a second."""
+        """rows [R, KV, D] (queries folded per KV head) against keys, values [S, KV, D] with no
+        mask: out [KV, R, D], lse [KV, R]. Split along the keys when R rows leave SMs idle: the
+        first n * (S // n) keys as n batch entries of one call, the few left over in a second.
+        Every operand is passed in (batch, sequence, head, dim) memory order."""
         num_keys, num_kv_heads, head_dim = keys.shape
         splits = plan_prefix_splits(
-            num_rows=q_folded.shape[2],
+            num_rows=rows.shape[0],
             num_kv_heads=num_kv_heads,
             num_keys=num_keys,
             num_sms=self._num_sms,
         )
+
+        def bhsd(x: torch.Tensor) -> torch.Tensor:  # [S, KV, D] -> [1, KV, S, D], a view
+            return x.transpose(0, 1).unsqueeze(0)
+
         if splits == 1:
-            out, lse = self._attend(
-                q_folded,
-                keys.transpose(0, 1).unsqueeze(0),
-                values.transpose(0, 1).unsqueeze(0),
-                False,
-            )
+            out, lse = self._attend(bhsd(rows), bhsd(keys), bhsd(values), False)
             return out[0], lse[0]
         per_split = num_keys // splits
         body = splits * per_split
@@ -205,14 +207,9 @@ class CudnnSplitBackend(AttentionBackend):
         def split(kv: torch.Tensor) -> torch.Tensor:  # [splits, KV, per_split, D], a view
             return kv[:body].view(splits, per_split, num_kv_heads, head_dim).transpose(1, 2)
 
-        queries = q_folded.expand(splits, -1, -1, -1).contiguous()
+        queries = rows.expand(splits, *rows.shape).contiguous().transpose(1, 2)
         outs, lses = self._attend(queries, split(keys), split(values), False)
         if body < num_keys:  # the remainder: fewer keys than splits
-            out, lse = self._attend(
-                q_folded,
-                keys[body:].transpose(0, 1).unsqueeze(0),
-                values[body:].transpose(0, 1).unsqueeze(0),
-                False,
-            )
+            out, lse = self._attend(bhsd(rows), bhsd(keys[body:]), bhsd(values[body:]), False)
             outs, lses = torch.cat([outs, out]), torch.cat([lses, lse])
         return merge_partials(outs, lses)
