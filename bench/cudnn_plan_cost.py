@@ -8,9 +8,10 @@ length. Each case below is a chunk's attention as the engine's cuDNN backend run
 (engine/attention/cudnn_split.py: a causal part over the chunk, a prefix part split along the
 keys), at a length no earlier case had; it is timed on its first call and again (CUDA
 synchronized around each call, wall time: a plan is built on the host). The whole run is made
-twice, in child processes: with PyTorch's defaults and with TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1
-(PyTorch's opt-in to cuDNN's ragged path, which needs no new plan for a new sequence length);
-their outputs are compared (relative L2). Llama-3-8B attention shape, bf16. Writes
+in child processes: with PyTorch's defaults, with TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 (PyTorch's
+opt-in to cuDNN's ragged path, which keys its plans by lengths rounded up to powers of two), and
+with PyTorch's memory-efficient kernel in cuDNN's place (no plans); their outputs are compared
+(relative L2). Llama-3-8B attention shape, bf16. Writes
 cudnn_plan_cost_LABEL.json and .md.
 """
 
@@ -42,16 +43,33 @@ CASES = [
     (5311, 32768),
 ]
 ENV = "TORCH_CUDNN_SDPA_AVOID_RECOMPILE"
+# (name, environment, kernel): cuDNN as PyTorch runs it by default, with the opt-in above, and
+# the memory-efficient kernel in cuDNN's place (the backend's parts and merges unchanged).
+VARIANTS = [
+    ("default", {}, "cudnn"),
+    ("avoid_recompile", {ENV: "1"}, "cudnn"),
+    ("efficient", {}, "efficient"),
+]
 
 
-def child(out: Path) -> None:
+def efficient_attend(q, k, v, is_causal):
+    """PyTorch's memory-efficient kernel (CUTLASS: no plan to build) in cuDNN's place."""
+    import torch
+
+    out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, True, 0.0, is_causal
+    )[:2]
+    return out, lse[..., : q.shape[2]].float()
+
+
+def child(path: Path, kernel: str) -> None:
     import torch
 
     from engine.attention.base import AttentionMetadata
     from engine.attention.cudnn_split import CudnnSplitBackend
 
     device = torch.device("cuda")
-    backend = CudnnSplitBackend(device)
+    backend = CudnnSplitBackend(device, attend=efficient_attend if kernel == "efficient" else None)
     longest = max(q + s for q, s in CASES)
     num_blocks = -(-longest // BLOCK)
     generator = torch.Generator(device=device).manual_seed(0)
@@ -93,10 +111,10 @@ def child(out: Path) -> None:
         for _ in range(2):
             torch.cuda.synchronize()
             began = time.perf_counter()
-            out = backend.attend(q, k, v, k_cache, v_cache, meta)
+            result = backend.attend(q, k, v, k_cache, v_cache, meta)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - began)
-        outputs[f"{num_q}@{start}"] = out.float().cpu()
+        outputs[f"{num_q}@{start}"] = result.float().cpu()
         rows.append(
             {
                 "queries": num_q,
@@ -106,8 +124,8 @@ def child(out: Path) -> None:
             }
         )
         print(json.dumps(rows[-1]), flush=True)
-    torch.save(outputs, out.with_suffix(".pt"))
-    out.write_text(json.dumps(rows))
+    torch.save(outputs, path.with_suffix(".pt"))
+    path.write_text(json.dumps(rows))
 
 
 def main() -> None:
@@ -115,9 +133,10 @@ def main() -> None:
     parser.add_argument("--label", default="gpu")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--kernel", default="cudnn", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child)
+        child(args.child, args.kernel)
         return
     import tempfile
 
@@ -127,48 +146,53 @@ def main() -> None:
 
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, extra in (("default", {}), ("avoid_recompile", {ENV: "1"})):
+        for name, extra, kernel in VARIANTS:
             path = Path(tmp) / f"{name}.json"
             env = {k: v for k, v in os.environ.items() if k != ENV} | extra
-            subprocess.run(
-                [sys.executable, __file__, "--child", str(path)], check=True, env=env, cwd=ROOT
-            )
+            command = [sys.executable, __file__, "--child", str(path), "--kernel", kernel]
+            if subprocess.run(command, env=env, cwd=ROOT).returncode != 0:
+                print(f"{name}: its process failed (above); left out", flush=True)
+                continue
             runs[name] = {
                 "rows": json.loads(path.read_text()),
                 "outputs": torch.load(path.with_suffix(".pt")),
             }
-    compare = {}
-    for key, base in runs["default"]["outputs"].items():
-        other = runs["avoid_recompile"]["outputs"][key]
-        compare[key] = ((other - base).norm() / base.norm()).item()
+    compare: dict[str, dict[str, float]] = {}
+    for name in runs:
+        compare[name] = {}
+        for key, base in runs["default"]["outputs"].items():
+            other = runs[name]["outputs"][key]
+            compare[name][key] = ((other - base).norm() / base.norm()).item()
     meta = {"hardware": hardware(torch.device("cuda")), "command": " ".join(sys.argv)}
-    result = {
-        "meta": meta,
-        "default": runs["default"]["rows"],
-        "avoid_recompile": runs["avoid_recompile"]["rows"],
-        "rel_l2_avoid_recompile_vs_default": compare,
-    }
+    result = {"meta": meta, "variants": [v[:2] for v in VARIANTS if v[0] in runs]}
+    result |= {name: runs[name]["rows"] for name in runs}
+    result["rel_l2_vs_default"] = compare
     args.out_dir.mkdir(parents=True, exist_ok=True)
     stem = args.out_dir / f"cudnn_plan_cost_{args.label}"
     Path(f"{stem}.json").write_text(json.dumps(result, indent=1))
+    names = [name for name, _, _ in VARIANTS if name in runs]
     lines = [
         "# cuDNN attention: a new shape's first call against the same call again",
         "",
         f"`{meta['command']}` on {meta['hardware'].get('gpu_name', 'cuda')}, torch "
         f"{meta['hardware']['torch']}, cuDNN {meta['hardware'].get('cudnn')}. Wall ms around "
-        f"each call, CUDA synchronized. `{ENV}=1` in the second child process.",
+        f"each call, CUDA synchronized: first call / again (rel L2 against default). "
+        f"`avoid_recompile`: `{ENV}=1`; `efficient`: PyTorch's memory-efficient kernel in "
+        "cuDNN's place. Each variant in its own process.",
         "",
-        "| queries | prefix keys | default first | default again | avoid-recompile first "
-        "| avoid-recompile again | rel L2 |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| queries | prefix keys | " + " | ".join(names) + " |",
+        "|---:|---:|" + "---|" * len(names),
     ]
-    for base, other in zip(result["default"], result["avoid_recompile"], strict=True):
-        key = f"{base['queries']}@{base['prefix']}"
-        lines.append(
-            f"| {base['queries']} | {base['prefix']} | {base['first_ms']:.1f} | "
-            f"{base['again_ms']:.2f} | {other['first_ms']:.1f} | {other['again_ms']:.2f} | "
-            f"{compare[key]:.1e} |"
-        )
+    for index, (num_q, start) in enumerate(CASES):
+        key = f"{num_q}@{start}"
+        cells = []
+        for name in names:
+            row = result[name][index]
+            cell = f"{row['first_ms']:.1f} / {row['again_ms']:.2f}"
+            if name != "default":
+                cell += f" ({compare[name][key]:.1e})"
+            cells.append(cell)
+        lines.append(f"| {num_q} | {start} | " + " | ".join(cells) + " |")
     Path(f"{stem}.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {stem}.json and .md")
 
