@@ -14,6 +14,9 @@ Measured on an H200 (bench/attention_micro.py, 8,192 queries after 24K/120K cach
 heads, head dim 128): this split at 550-570 TFLOP/s, FlexAttention's offset-mask kernel at 380-390,
 SDPA with a lower-right causal mask at 340 (bench/results/prefill_h200.md).
 
+Chunks of at most SHORT_CHUNK_QUERIES queries run PyTorch's memory-efficient kernel in cuDNN's
+place, the same split and merges around it: cuDNN builds a plan for every new shape (below).
+
 A short chunk after a long prefix (a question after its document: 20 queries after 128K keys)
 splits the prefix part along the keys. cuDNN runs one program per 128 query rows and KV head,
 so 8 KV heads of 80 folded rows are 8 programs, 8 of an H100's 132 SMs each reading 1/8 of the
@@ -27,7 +30,6 @@ import functools
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 from engine.errors import EngineError
@@ -37,6 +39,16 @@ AttendFn = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]
 ]
 
+# A chunk of at most SHORT_CHUNK_QUERIES queries (a question, a short prompt) runs PyTorch's
+# memory-efficient kernel instead of cuDNN's. cuDNN builds a plan for every new shape, and every
+# question has a length of its own: on an H100 a new shape's first call took 42-860 ms, the
+# same call again 1 ms (bench/results/cudnn_plan_cost_h100.md; PyTorch's opt-in to avoid it,
+# TORCH_CUDNN_SDPA_AVOID_RECOMPILE, did not). The memory-efficient kernel builds none and is as
+# fast on short chunks (0.5-1.1 ms a layer after 32K-128K keys, against cuDNN's 0.8-1.2) but
+# 2.2-3.5x slower on 5-8K-query chunks, where one plan (about 45-150 ms) is less than what 32
+# layers lose. The crossover, 32 layers x (efficient - cuDNN) = one plan, lies near 1 ms a layer
+# for cuDNN: about 256 queries after a 128K prefix (0.74 ms at 128 queries, 2.1 at 512).
+SHORT_CHUNK_QUERIES = 256
 # cuDNN's fused kernel: one program per QUERY_TILE_ROWS query rows and head. The prefix part is
 # split along its keys until there are PROGRAMS_PER_SM programs for every SM, each split at
 # least MIN_KEYS_PER_SPLIT keys (a shorter one is mostly its prologue and its share of the merge).
@@ -71,6 +83,16 @@ def cudnn_attend(
     return out, lse.reshape(q.shape[:3]).float()
 
 
+def efficient_attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's memory-efficient kernel (CUTLASS): no plan to build for a new shape."""
+    out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, True, 0.0, is_causal
+    )[:2]
+    return out, lse[..., : q.shape[2]].float()  # its log-sum-exps are padded per 32 rows
+
+
 def math_attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,13 +125,21 @@ class CudnnSplitBackend(AttentionBackend):
     materializes_scores = False
 
     def __init__(
-        self, device: torch.device, attend: AttendFn | None = None, num_sms: int | None = None
+        self,
+        device: torch.device,
+        attend: AttendFn | None = None,
+        num_sms: int | None = None,
+        short_attend: AttendFn | None = None,
     ) -> None:
-        """attend and num_sms stand in for cuDNN and the card's SM count (tests on the CPU)."""
+        """attend, short_attend (chunks of at most SHORT_CHUNK_QUERIES queries; default: attend
+        when attend is given) and num_sms stand in for the kernels and the card's SM count
+        (tests on the CPU, benchmarks)."""
         if attend is None:
             if device.type != "cuda":
                 raise EngineError("The cudnn attention backend needs a CUDA device.")
             attend = cudnn_attend
+            short_attend = short_attend or efficient_attend
+        self._short_attend = short_attend or attend
         if num_sms is None:
             num_sms = (
                 torch.cuda.get_device_properties(device).multi_processor_count
@@ -131,19 +161,13 @@ class CudnnSplitBackend(AttentionBackend):
         num_q, num_heads, head_dim = q.shape
         num_kv_heads = k.shape[1]
         group = num_heads // num_kv_heads
-        if num_q == 1:  # decode: one query over the cache, no mask needed
-            keys, values = gather_kv(k_cache, meta), gather_kv(v_cache, meta)  # [ctx, KV, D]
-            out = F.scaled_dot_product_attention(
-                q.transpose(0, 1).unsqueeze(0),
-                keys.transpose(0, 1).unsqueeze(0),
-                values.transpose(0, 1).unsqueeze(0),
-                enable_gqa=group > 1,
-            )
-            return out[0].transpose(0, 1)
+        # A short chunk (a question; a decode row where no batched kernel runs) and a long one
+        # go to different kernels: SHORT_CHUNK_QUERIES says why.
+        attend = self._short_attend if num_q <= SHORT_CHUNK_QUERIES else self._attend
         # The chunk against itself, causal: K/V repeated per query head (T tokens only).
         k_rep = k.repeat_interleave(group, dim=1) if group > 1 else k  # [T, H, D]
         v_rep = v.repeat_interleave(group, dim=1) if group > 1 else v
-        o_self, lse_self = self._attend(
+        o_self, lse_self = attend(
             q.transpose(0, 1).unsqueeze(0),  # [1, H, T, D]
             k_rep.transpose(0, 1).unsqueeze(0),
             v_rep.transpose(0, 1).unsqueeze(0),
@@ -171,7 +195,7 @@ class CudnnSplitBackend(AttentionBackend):
         )
         keys = gather_kv(k_cache, prefix)  # [start, KV, D], a view when blocks are consecutive
         values = gather_kv(v_cache, prefix)
-        o_prefix, lse_prefix = self._attend_prefix(rows, keys, values)
+        o_prefix, lse_prefix = self._attend_prefix(attend, rows, keys, values)
         o_prefix = o_prefix.reshape(num_heads, num_q, head_dim)  # [H, T, D]
         lse_prefix = lse_prefix.reshape(num_heads, num_q)
         # Weight of the prefix part: e^l1 / (e^l1 + e^l2) = sigmoid(l1 - l2), [H, T, 1].
@@ -181,7 +205,7 @@ class CudnnSplitBackend(AttentionBackend):
         return out
 
     def _attend_prefix(
-        self, rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+        self, attend: AttendFn, rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """rows [R, KV, D] (queries folded per KV head) against keys, values [S, KV, D] with no
         mask: out [KV, R, D], lse [KV, R]. Split along the keys when R rows leave SMs idle: the
@@ -199,7 +223,7 @@ class CudnnSplitBackend(AttentionBackend):
             return x.transpose(0, 1).unsqueeze(0)
 
         if splits == 1:
-            out, lse = self._attend(bhsd(rows), bhsd(keys), bhsd(values), False)
+            out, lse = attend(bhsd(rows), bhsd(keys), bhsd(values), False)
             return out[0], lse[0]
         per_split = num_keys // splits
         body = splits * per_split
@@ -208,8 +232,8 @@ class CudnnSplitBackend(AttentionBackend):
             return kv[:body].view(splits, per_split, num_kv_heads, head_dim).transpose(1, 2)
 
         queries = rows.expand(splits, *rows.shape).contiguous().transpose(1, 2)
-        outs, lses = self._attend(queries, split(keys), split(values), False)
+        outs, lses = attend(queries, split(keys), split(values), False)
         if body < num_keys:  # the remainder: fewer keys than splits
-            out, lse = self._attend(bhsd(rows), bhsd(keys[body:]), bhsd(values[body:]), False)
+            out, lse = attend(bhsd(rows), bhsd(keys[body:]), bhsd(values[body:]), False)
             outs, lses = torch.cat([outs, out]), torch.cat([lses, lse])
         return merge_partials(outs, lses)

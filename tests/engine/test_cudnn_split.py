@@ -135,8 +135,8 @@ def test_prefix_split_plan() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU with cuDNN attention")
 def test_cudnn_splits_match_one_call_on_the_gpu() -> None:
-    """cuDNN itself on the split keys (a batch of strided views), against the unsplit call and
-    the fp32 reference, for a question after a 64K prefix, consecutive and scattered."""
+    """The kernels themselves on the split keys (a batch of strided views), against the unsplit
+    call and the fp32 reference."""
     from engine.attention.cudnn_split import is_cudnn_attention_available
 
     device = torch.device("cuda")
@@ -144,9 +144,16 @@ def test_cudnn_splits_match_one_call_on_the_gpu() -> None:
         pytest.skip("cuDNN attention does not run on this GPU")
     torch.manual_seed(3)
     heads, kv_heads, dim, block = 32, 8, 128, 16
-    start, num_q = 65536 + 40, 20
-    num_blocks = -(-(start + num_q) // block)
-    for table_ids in (list(range(num_blocks)), torch.randperm(num_blocks).tolist()):
+    start = 65536 + 40
+    num_blocks = -(-(start + 300) // block)
+    # A question (the memory-efficient kernel) and a longer chunk (cuDNN's), after 64K keys on
+    # consecutive blocks and on scattered ones.
+    cases = [
+        (num_q, ids)
+        for num_q in (20, 300)
+        for ids in (list(range(num_blocks)), torch.randperm(num_blocks).tolist())
+    ]
+    for num_q, table_ids in cases:
         table = torch.tensor(table_ids, dtype=torch.int32, device=device)
         k_cache = torch.randn(num_blocks, block, kv_heads, dim, device=device, dtype=torch.bfloat16)
         v_cache = torch.randn_like(k_cache)
@@ -193,3 +200,26 @@ def test_cudnn_splits_match_one_call_on_the_gpu() -> None:
         # merge (a log base, a weight) is off by the output's own size.
         assert between < 2 * 2**-8
         assert rel_split < rel_whole + 2 * 2**-8
+
+
+def test_short_chunks_take_the_short_kernel() -> None:
+    from engine.attention.cudnn_split import SHORT_CHUNK_QUERIES
+
+    calls: list[str] = []
+
+    def kernel(name):
+        def attend(q_, k_, v_, is_causal):
+            calls.append(name)
+            return math_attend(q_, k_, v_, is_causal)
+
+        return attend
+
+    backend = CudnnSplitBackend(
+        torch.device("cpu"), attend=kernel("long"), short_attend=kernel("short")
+    )
+    for num_q, expected in ((SHORT_CHUNK_QUERIES, "short"), (SHORT_CHUNK_QUERIES + 1, "long")):
+        calls.clear()
+        q, k, v, k_cache, v_cache, meta = _prefix_chunk(40, num_q, None)
+        out = backend.forward(q, k[40:], v[40:], k_cache, v_cache, meta)
+        assert set(calls) == {expected} and len(calls) == 2  # the causal part, the prefix part
+        assert (out - _reference(q, k, v, 40)).abs().max().item() < 1e-4
