@@ -26,6 +26,7 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 # split against one call, and its tests on the card (issue 24's follow-up prefill).
 step 60 cudnn-split-tests python3 -m pytest tests/engine/test_cudnn_split.py -q -o addopts= -x
 step 120 short-chunk python3 bench/short_chunk_attention.py --label "$label" --out-dir "$out"
+step 120 cudnn-plan-cost python3 bench/cudnn_plan_cost.py --label "$label" --out-dir "$out"
 # Issue 24: the disk reads by threads (checked as the tiers read, as a reader that knows no
 # shape, and bare), then the tiers' bench and their GPU tests. ONLY=24 stops there.
 step 90 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 8 16 --sync \

@@ -4,8 +4,10 @@ Usage: python3 bench/short_chunk_attention.py [--contexts 32768 131072] [--queri
        [--label h100] [--out-dir bench/results]
 
 The engine's cuDNN backend (engine/attention/cudnn_split.py) as it runs, its prefix part split
-along the keys, beside the same backend with the split turned off (num_sms=1: one cuDNN call
-over the whole prefix, the engine before the split), in the same run. Llama-3-8B attention shape
+along the keys, beside the same backend with the split turned off (num_sms=1: one call over the
+whole prefix, the engine before the split), in the same run. Since `a5aabf0` chunks of at most
+SHORT_CHUNK_QUERIES queries run the memory-efficient kernel in both (the results file of
+`263c783` is cuDNN's throughout). Llama-3-8B attention shape
 (32 query heads, 8 KV heads, head dim 128, bf16), the prefix on consecutive blocks (a view) and
 on scattered ones (gathered first, as after a load from the lower KV tiers). Times are CUDA
 events around each call after the GPU finished (triton.testing.do_bench, median); the KV read
