@@ -30,6 +30,7 @@ import functools
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from engine.attention.base import AttentionBackend, AttentionMetadata, gather_kv
 from engine.errors import EngineError
@@ -49,6 +50,10 @@ AttendFn = Callable[
 # layers lose. The crossover, 32 layers x (efficient - cuDNN) = one plan, lies near 1 ms a layer
 # for cuDNN: about 256 queries after a 128K prefix (0.74 ms at 128 queries, 2.1 at 512).
 SHORT_CHUNK_QUERIES = 256
+# A longer chunk is padded to a multiple of this many queries for cuDNN: at most 16 plans for
+# chunks up to 8,192 queries, whatever the prompts' lengths (their prefix lengths are multiples
+# of the chunk size but for a chunk after a cached prefix), for at most 511 rows of padding.
+QUERY_BUCKET = 512
 # cuDNN's fused kernel: one program per QUERY_TILE_ROWS query rows and head. The prefix part is
 # split along its keys until there are PROGRAMS_PER_SM programs for every SM, each split at
 # least MIN_KEYS_PER_SPLIT keys (a shorter one is mostly its prologue and its share of the merge).
@@ -158,12 +163,35 @@ class CudnnSplitBackend(AttentionBackend):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
+        num_q = q.shape[0]
+        if num_q <= SHORT_CHUNK_QUERIES:
+            # A short chunk (a question; a decode row where no batched kernel runs): a kernel
+            # with no plans (SHORT_CHUNK_QUERIES says why).
+            return self._attend_chunk(self._short_attend, q, k, v, k_cache, v_cache, meta)
+        # A long one: cuDNN, the chunk padded to a multiple of QUERY_BUCKET queries, so that
+        # prompts of every length share a few plans. The padding rows are zeros after the real
+        # ones: under the causal mask no real query sees their keys, and their own outputs are
+        # cut off.
+        padded = -(-num_q // QUERY_BUCKET) * QUERY_BUCKET
+        if padded != num_q:
+            rows = (0, 0, 0, 0, 0, padded - num_q)
+            q, k, v = F.pad(q, rows), F.pad(k, rows), F.pad(v, rows)
+        out = self._attend_chunk(self._attend, q, k, v, k_cache, v_cache, meta)
+        return out[:num_q]
+
+    def _attend_chunk(
+        self,
+        attend: AttendFn,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
         num_q, num_heads, head_dim = q.shape
         num_kv_heads = k.shape[1]
         group = num_heads // num_kv_heads
-        # A short chunk (a question; a decode row where no batched kernel runs) and a long one
-        # go to different kernels: SHORT_CHUNK_QUERIES says why.
-        attend = self._short_attend if num_q <= SHORT_CHUNK_QUERIES else self._attend
         # The chunk against itself, causal: K/V repeated per query head (T tokens only).
         k_rep = k.repeat_interleave(group, dim=1) if group > 1 else k  # [T, H, D]
         v_rep = v.repeat_interleave(group, dim=1) if group > 1 else v

@@ -202,14 +202,14 @@ def test_cudnn_splits_match_one_call_on_the_gpu() -> None:
         assert rel_split < rel_whole + 2 * 2**-8
 
 
-def test_short_chunks_take_the_short_kernel() -> None:
-    from engine.attention.cudnn_split import SHORT_CHUNK_QUERIES
+def test_short_chunks_take_the_short_kernel_and_long_ones_a_padded_length() -> None:
+    from engine.attention.cudnn_split import QUERY_BUCKET, SHORT_CHUNK_QUERIES
 
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []  # kernel, query rows of the causal part's call
 
     def kernel(name):
         def attend(q_, k_, v_, is_causal):
-            calls.append(name)
+            calls.append((name, q_.shape[2]))
             return math_attend(q_, k_, v_, is_causal)
 
         return attend
@@ -217,9 +217,17 @@ def test_short_chunks_take_the_short_kernel() -> None:
     backend = CudnnSplitBackend(
         torch.device("cpu"), attend=kernel("long"), short_attend=kernel("short")
     )
-    for num_q, expected in ((SHORT_CHUNK_QUERIES, "short"), (SHORT_CHUNK_QUERIES + 1, "long")):
-        calls.clear()
-        q, k, v, k_cache, v_cache, meta = _prefix_chunk(40, num_q, None)
-        out = backend.forward(q, k[40:], v[40:], k_cache, v_cache, meta)
-        assert set(calls) == {expected} and len(calls) == 2  # the causal part, the prefix part
-        assert (out - _reference(q, k, v, 40)).abs().max().item() < 1e-4
+    cases = [
+        (SHORT_CHUNK_QUERIES, ("short", SHORT_CHUNK_QUERIES)),
+        (SHORT_CHUNK_QUERIES + 1, ("long", QUERY_BUCKET)),  # zeros after the real queries
+        (QUERY_BUCKET, ("long", QUERY_BUCKET)),
+    ]
+    for start in (0, 40):
+        for num_q, first_call in cases:
+            calls.clear()
+            q, k, v, k_cache, v_cache, meta = _prefix_chunk(start, num_q, None)
+            out = backend.forward(q, k[start:], v[start:], k_cache, v_cache, meta)
+            assert calls[0] == first_call  # the causal part (then the prefix part, if any)
+            assert len(calls) == (2 if start else 1)
+            assert out.shape == q.shape
+            assert (out - _reference(q, k, v, start)).abs().max().item() < 1e-4
