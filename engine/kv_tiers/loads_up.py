@@ -98,17 +98,23 @@ class LoadsUp:
     _loading_hashes: dict[int, _Load]  # block hash -> the load bringing it up
     _tag_hashes: dict[str, set[int]]
     _forgotten: set[str]
+    _disk_waiters: list[Sequence]  # held back by MAX_DISK_LOADS until a load ends
 
     def _init_loads(self) -> None:
         self._loads = {}
         self._loading_hashes = {}
+        self._disk_waiters = []
+
+    def _num_reading(self) -> int:
+        return sum(1 for load in self._loads.values() if not load.ended)
 
     def start_load(self, seq: Sequence) -> bool:
         """Begin loading the blocks of seq's prompt prefix that the lower tiers hold into the
         cache. True: seq may be allocated now (nothing to load, or all of it loaded at once from
         the CPU tier); False: reads are under way (advance() says when they end), or another
-        request's load is bringing up the same blocks, or MAX_DISK_LOADS loads read already
-        (seq then waits for that load: advance() gives it back when it ends)."""
+        request's load is bringing up the same blocks (seq then waits for that load), or
+        MAX_DISK_LOADS loads read already (seq waits for any load to end: advance() gives the
+        waiting requests back when a load ends)."""
         earlier = self._loads.get(seq.request_id)
         if earlier is not None:
             return earlier.ended  # loaded (its blocks held), back in the queue to be allocated
@@ -145,12 +151,14 @@ class LoadsUp:
         if not self._may_hold(rest[0][0]):
             self._count_loads(seq, loads, waited, len(rest))
             return True
-        reading = [load for load in self._loads.values() if not load.ended]
-        if len(reading) >= MAX_DISK_LOADS and not (self.cpu is not None and rest[0][0] in self.cpu):
-            # The disk's reads are shared: one more load would slow those under way as much as
-            # it gains. It waits for the oldest one to end, then starts (or follows another).
-            reading[0].followers.append(seq)
-            return False
+        if self._num_reading() >= MAX_DISK_LOADS:
+            cpu = self.cpu
+            if cpu is None or not all(block_hash in cpu for block_hash, _ in rest):
+                # The disk's reads are shared: one more load would slow those under way as much
+                # as it gains. It waits for any load to end (the waiters then try again, the
+                # highest priority first).
+                self._disk_waiters.append(seq)
+                return False
         # Held until seq is allocated: importing (here or by other loads) and other requests'
         # allocations may evict cached blocks, never these.
         self.blocks.hold(held)
@@ -210,6 +218,8 @@ class LoadsUp:
             for other in self._loads.values():
                 if seq in other.followers:
                     other.followers.remove(seq)
+            if seq in self._disk_waiters:
+                self._disk_waiters.remove(seq)
             return []
         followers = [] if load.ended else self._end(load)
         self.allocated(seq)
@@ -326,7 +336,13 @@ class LoadsUp:
             self.writer.submit_touches()
         self._count_loads(load.seq, load.loads, load.waited, load.num_looked)
         followers, load.followers = load.followers, []
-        return [load.seq, *followers]
+        waiters, self._disk_waiters = self._disk_waiters, []
+        # The load's own request, then those that waited, in serving order (a freed disk slot
+        # goes to the highest priority; those it cannot take wait again).
+        waiting = sorted(
+            followers + waiters, key=lambda s: (-s.priority, s.arrival_time, s.request_id)
+        )
+        return [load.seq, *waiting]
 
     def _count_loads(
         self, seq: Sequence, loads: dict[str, TierLoad], waited: dict[str, float], num_looked: int

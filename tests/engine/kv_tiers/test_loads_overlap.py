@@ -166,9 +166,9 @@ def test_aborting_a_follower_and_a_loaded_unallocated_request_leaks_nothing(rest
     assert busy is not None
 
 
-def test_a_third_load_waits_for_the_first_to_end(llama, tmp_path, cold_engine) -> None:
+def test_a_third_load_waits_for_one_to_end(llama, tmp_path, cold_engine) -> None:
     """Three questions on three documents after a restart: two loads read at once (MAX_DISK_LOADS),
-    the third starts when the first ends, and every answer is the cold one."""
+    the third starts when one ends, and every answer is the cold one."""
     from engine.kv_tiers.loads_up import MAX_DISK_LOADS
 
     assert MAX_DISK_LOADS == 2
@@ -189,8 +189,8 @@ def test_a_third_load_waits_for_the_first_to_end(llama, tmp_path, cold_engine) -
         ]
         engine.step()
         assert {seq.request_id for seq in scheduler.loading} == set(requests)
-        assert list(tiers._loads) == requests[:2]  # the third waits for the first
-        assert [seq.request_id for seq in tiers._loads[requests[0]].followers] == [requests[2]]
+        assert list(tiers._loads) == requests[:2]  # the third waits for one to end
+        assert [seq.request_id for seq in tiers._disk_waiters] == [requests[2]]
         gated.open()
         results = _run_until_done(engine, set(requests))
         for index, request_id in enumerate(requests):
@@ -201,4 +201,131 @@ def test_a_third_load_waits_for_the_first_to_end(llama, tmp_path, cold_engine) -
         assert not tiers.has_loads() and not scheduler.loading
     finally:
         gated.open()  # a failed check above leaves no read waiting at the gate
+        engine.close()
+
+
+# MAX_DISK_LOADS under a review's cases (each failed before the mend): a held-back load starts
+# when any load ends, the freed slot goes to the highest priority, and a load counts against the
+# bound unless all of it is in the CPU tier. The reads of chosen blocks are held at gates.
+
+
+class BlockGates:
+    """Holds the disk reads of chosen blocks (by their tokens) until their gate opens."""
+
+    def __init__(self, engine: LLMEngine) -> None:
+        self.disk = engine._main.tiers.disk
+        self._read = self.disk.read
+        self.gates: dict[tuple[int, ...], threading.Event] = {}
+        self.disk.read = self._gated
+
+    def gate_last_block(self, doc: list[int]) -> threading.Event:
+        """The gate of doc's last full block: its load does not end until it opens."""
+        last = len(doc) // BLOCK - 1
+        event = threading.Event()
+        self.gates[tuple(doc[last * BLOCK : (last + 1) * BLOCK])] = event
+        return event
+
+    def _gated(self, block_hash, token_ids, *args, **kwargs):
+        event = self.gates.get(tuple(token_ids))
+        if event is not None:
+            assert event.wait(HANG_S), "the test never opened the gate"
+        return self._read(block_hash, token_ids, *args, **kwargs)
+
+    def open_all(self) -> None:
+        for event in self.gates.values():
+            event.set()
+
+
+BLOCK = 16
+
+
+def _restarted_with(llama, folder, seeds: tuple[int, ...], **options):
+    docs = [document(300, seed) for seed in seeds]
+    writer = tiered_engine(llama, kv_disk_tier_dir=folder)
+    for doc, seed in zip(docs, seeds, strict=True):
+        writer.generate(question(doc, seed), GREEDY, cache_tag=document_cache_tag(seed))
+    writer.close()
+    return docs, tiered_engine(llama, kv_disk_tier_dir=folder, **options)
+
+
+def _step_until(engine: LLMEngine, request_id: int, max_steps: int) -> bool:
+    for _ in range(max_steps):
+        if any(result.request_id == request_id for result in engine.step()):
+            return True
+    return False
+
+
+def _reading(tiers) -> list[int]:
+    return [request_id for request_id, load in tiers._loads.items() if not load.ended]
+
+
+def test_a_held_back_load_starts_when_either_load_ends(llama, tmp_path) -> None:
+    seeds = (50, 51, 52)
+    docs, engine = _restarted_with(llama, tmp_path, seeds)
+    gates = BlockGates(engine)
+    gates.gate_last_block(docs[0])  # the first load does not end while this is closed
+    try:
+        ids = [
+            engine.add_request(question(doc, 60 + i), GREEDY, cache_tag=document_cache_tag(seed))
+            for i, (doc, seed) in enumerate(zip(docs, seeds, strict=True))
+        ]
+        engine.step()  # two loads start; the third waits (MAX_DISK_LOADS)
+        assert _step_until(engine, ids[1], 200), "the second question never finished"
+        # One load reads now: the third's starts, and it ends while the first still waits.
+        assert _step_until(engine, ids[2], 200), _reading(engine._main.tiers)
+    finally:
+        gates.open_all()
+        engine.close()
+
+
+def test_a_freed_disk_slot_goes_to_the_higher_priority(llama, tmp_path) -> None:
+    seeds = (70, 71, 72, 73)
+    docs, engine = _restarted_with(llama, tmp_path, seeds)
+    gates = BlockGates(engine)
+    first = gates.gate_last_block(docs[0])
+    for doc in docs[1:]:
+        gates.gate_last_block(doc)  # the other loads do not end
+    try:
+        tiers = engine._main.tiers
+        tags = [document_cache_tag(seed) for seed in seeds]
+        first_id = engine.add_request(question(docs[0], 80), GREEDY, cache_tag=tags[0])
+        engine.add_request(question(docs[1], 81), GREEDY, cache_tag=tags[1])
+        engine.step()
+        low = engine.add_request(question(docs[2], 82), GREEDY, cache_tag=tags[2])
+        engine.step()
+        high = engine.add_request(question(docs[3], 83), GREEDY, cache_tag=tags[3], priority=1)
+        engine.step()
+        assert [seq.request_id for seq in tiers._disk_waiters] == [low, high]
+        first.set()  # the first load ends: one disk slot frees
+        assert _step_until(engine, first_id, 200)
+        assert high in _reading(tiers) and low not in _reading(tiers)
+    finally:
+        gates.open_all()
+        engine.close()
+
+
+def test_a_load_counts_against_the_bound_unless_all_of_it_is_in_the_cpu_tier(
+    llama, tmp_path
+) -> None:
+    from engine.block_manager import NO_PARENT_HASH, compute_block_hash
+    from engine.kv_tiers.loads_up import MAX_DISK_LOADS
+
+    seeds = (90, 91, 92)
+    docs, engine = _restarted_with(llama, tmp_path, seeds, kv_cpu_tier_bytes=1 << 20)
+    tiers = engine._main.tiers
+    # Only the third document's first block in the CPU tier: the rest of it is on disk.
+    token_ids = tuple(docs[2][:BLOCK])
+    block_hash = compute_block_hash(token_ids, NO_PARENT_HASH)
+    tiers.cpu.put(block_hash, token_ids, tiers._read_disk(block_hash, token_ids, None).kv)
+    gates = BlockGates(engine)
+    for doc in docs:
+        gates.gate_last_block(doc)
+    try:
+        for i, (doc, seed) in enumerate(zip(docs, seeds, strict=True)):
+            engine.add_request(question(doc, 95 + i), GREEDY, cache_tag=document_cache_tag(seed))
+        engine.step()
+        assert len(_reading(tiers)) == MAX_DISK_LOADS
+        assert len(tiers._disk_waiters) == 1
+    finally:
+        gates.open_all()
         engine.close()
