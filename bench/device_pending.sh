@@ -31,7 +31,8 @@ step 120 cudnn-plan-cost python3 bench/cudnn_plan_cost.py --label "$label" --out
 # shape, and bare), then the tiers' bench and their GPU tests. ONLY=24 stops there.
 step 90 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 8 16 --sync \
     --label "$label" --out-dir "$out"
-step 260 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --out-dir "$out"
+step 260 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --busy-profile \
+    --out-dir "$out"
 # The files checked on the GPU (kv_device_checksums, off by default until this is measured).
 step 160 kv-tiers-device-sums python3 bench/kv_tiers.py --device cuda --tokens 131072 \
     --device-checksums --label "$label.device-sums" --out-dir "$out"

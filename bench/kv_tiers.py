@@ -93,6 +93,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--busy-gc-off", action="store_true", help="the busy load again, gc off")
     parser.add_argument(
+        "--busy-profile",
+        action="store_true",
+        help="the busy load's prefill launch (after its load ended) under torch.profiler "
+        "(kv_tiers_LABEL.busy-launch-TOKENS.txt)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="the disk load again after another restart, the engine thread under cProfile "
@@ -315,7 +321,12 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
         # load while other requests decode, which go on stepping during it. Warmed by a short
         # prompt: the kernels were built by the engines before, in this process.
         restarted = disk_only_restart()
-        busy = busy_load(restarted, texts[4], tag, args.busy_streams)
+        name = "kv_tiers" + (f"_{args.label}" if args.label else "")
+        profile_to = None
+        if args.busy_profile:
+            args.out_dir.mkdir(parents=True, exist_ok=True)
+            profile_to = args.out_dir / f"{name}.busy-launch-{len(texts[0])}.txt"
+        busy = busy_load(restarted, texts[4], tag, args.busy_streams, profile_to=profile_to)
         if args.busy_gc_off:  # a diagnosis: the same with Python's collector off
             restarted.close()
             del restarted
@@ -361,7 +372,14 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     }
 
 
-def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) -> dict:
+def busy_load(
+    engine: LLMEngine,
+    prompt: list[int],
+    tag: str,
+    num_streams: int,
+    *,
+    profile_to: Path | None = None,
+) -> dict:
     """prompt's first token, its prefix loaded from disk while num_streams requests decode:
     their longest wait for a token while the reads went on, and in the step that admitted the
     loaded request (its own prefill step), beside their median step before."""
@@ -415,12 +433,33 @@ def busy_load(engine: LLMEngine, prompt: list[int], tag: str, num_streams: int) 
     def timing(name: str) -> Callable:
         def wrapped(*args, **kwargs):
             began = time.perf_counter()
+            # profile_to: the first launch after a load ended (its request's prefill step)
+            # under torch.profiler, its top operations written there.
+            profiled = profile_to is not None and name == "launch" and ended_loads[0] == 1
+            profiler = None
+            if profiled:
+                ended_loads[0] += 1
+                activities = [torch.profiler.ProfilerActivity.CPU]
+                if torch.cuda.is_available():
+                    activities.append(torch.profiler.ProfilerActivity.CUDA)
+                profiler = torch.profiler.profile(activities=activities)
+                profiler.__enter__()
             try:
                 return originals[name](*args, **kwargs)
             finally:
+                if profiler is not None:
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+                    profiler.__exit__(None, None, None)
+                    table = profiler.key_averages().table(sort_by="cpu_time_total", row_limit=40)
+                    profile_to.write_text(table)
+                if name == "end":
+                    ended_loads[0] = max(ended_loads[0], 1)
                 spans.append((name, began, time.perf_counter() - began))
 
         return wrapped
+
+    ended_loads = [0]  # 1: a load ended and the next launch is not profiled yet
 
     for name, owner in timed.items():
         setattr(owner, {"end": "_end"}.get(name, name), timing(name))
