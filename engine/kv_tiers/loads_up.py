@@ -151,14 +151,12 @@ class LoadsUp:
         if not self._may_hold(rest[0][0]):
             self._count_loads(seq, loads, waited, len(rest))
             return True
-        if self._num_reading() >= MAX_DISK_LOADS:
-            cpu = self.cpu
-            if cpu is None or not all(block_hash in cpu for block_hash, _ in rest):
-                # The disk's reads are shared: one more load would slow those under way as much
-                # as it gains. It waits for any load to end (the waiters then try again, the
-                # highest priority first).
-                self._disk_waiters.append(seq)
-                return False
+        if self._num_reading() >= MAX_DISK_LOADS and self._reads_disk(rest):
+            # The disk's reads are shared: one more load would slow those under way as much as
+            # it gains. It waits for any load to end (the waiters then try again, the highest
+            # priority first).
+            self._disk_waiters.append(seq)
+            return False
         # Held until seq is allocated: importing (here or by other loads) and other requests'
         # allocations may evict cached blocks, never these.
         self.blocks.hold(held)
@@ -192,7 +190,7 @@ class LoadsUp:
             self._advance(load, wait_s=wait_s)
             wait_s = 0.0
             if load.reads.ended:
-                done += self._end(load)
+                done += self._hand_back(self._end(load))
         return done
 
     def has_loads(self) -> bool:
@@ -221,9 +219,19 @@ class LoadsUp:
             if seq in self._disk_waiters:
                 self._disk_waiters.remove(seq)
             return []
-        followers = [] if load.ended else self._end(load)
+        followers = [] if load.ended else self._hand_back(self._end(load))
         self.allocated(seq)
         return followers
+
+    def _reads_disk(self, keys: list[tuple[int, tuple[int, ...]]]) -> bool:
+        """Whether a load of keys would read the disk: the first of them that the CPU tier lacks
+        is on disk (a load ends at its first block no tier holds)."""
+        for block_hash, _ in keys:
+            if self.cpu is None or block_hash not in self.cpu:
+                return self.disk is not None and (
+                    self.disk.knows(block_hash) or self.disk.contains(block_hash)
+                )
+        return False
 
     def _may_hold(self, block_hash: int) -> bool:
         """Whether a lower tier may hold this block: the CPU tier has it, or a file for it is in
@@ -336,13 +344,19 @@ class LoadsUp:
             self.writer.submit_touches()
         self._count_loads(load.seq, load.loads, load.waited, load.num_looked)
         followers, load.followers = load.followers, []
+        return [load.seq, *followers]
+
+    def _hand_back(self, ended: list[Sequence]) -> list[Sequence]:
+        """A load ended (ended: its request, then those that followed it) and its disk slot is
+        free: those and the requests held back by MAX_DISK_LOADS, to be scheduled again, the
+        load's own request first, then in serving order (the slot goes to the highest priority;
+        those that cannot take it wait again). Not for a load that ended inside start_load: it
+        took no slot."""
         waiters, self._disk_waiters = self._disk_waiters, []
-        # The load's own request, then those that waited, in serving order (a freed disk slot
-        # goes to the highest priority; those it cannot take wait again).
         waiting = sorted(
-            followers + waiters, key=lambda s: (-s.priority, s.arrival_time, s.request_id)
+            ended[1:] + waiters, key=lambda s: (-s.priority, s.arrival_time, s.request_id)
         )
-        return [load.seq, *waiting]
+        return [ended[0], *waiting]
 
     def _count_loads(
         self, seq: Sequence, loads: dict[str, TierLoad], waited: dict[str, float], num_looked: int

@@ -329,3 +329,51 @@ def test_a_load_counts_against_the_bound_unless_all_of_it_is_in_the_cpu_tier(
     finally:
         gates.open_all()
         engine.close()
+
+
+def _doc_keys(tokens: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+    """(chain hash, tokens) of the full blocks of a prompt."""
+    from engine.block_manager import NO_PARENT_HASH, compute_block_hash
+
+    keys, parent = [], NO_PARENT_HASH
+    for start in range(0, len(tokens) - BLOCK + 1, BLOCK):
+        token_ids = tuple(tokens[start : start + BLOCK])
+        parent = compute_block_hash(token_ids, parent)
+        keys.append((parent, token_ids))
+    return keys
+
+
+def test_a_load_from_the_cpu_tier_alone_neither_waits_nor_drops_the_waiters(
+    llama, tmp_path, cold_engine
+) -> None:
+    """Two disk loads read, a third question waits; a fourth, asked before, whose blocks the
+    CPU tier holds, loads at once, and the third still starts when a disk load ends (the
+    fourth's load, ending inside start_load, took no slot and let go of no waiter)."""
+    seeds = (100, 101, 102, 103)
+    docs, engine = _restarted_with(llama, tmp_path, seeds, kv_cpu_tier_bytes=1 << 20)
+    tiers = engine._main.tiers
+    asked_before = question(docs[3], seeds[3])  # the writer's question: all its blocks on disk
+    for block_hash, token_ids in _doc_keys(asked_before):
+        tiers.cpu.put(block_hash, token_ids, tiers._read_disk(block_hash, token_ids, None).kv)
+    gates = BlockGates(engine)
+    opened = [gates.gate_last_block(docs[0]), gates.gate_last_block(docs[1])]
+    try:
+        ids = [
+            engine.add_request(question(doc, 110 + i), GREEDY, cache_tag=document_cache_tag(seed))
+            for i, (doc, seed) in enumerate(zip(docs[:3], seeds[:3], strict=True))
+        ]
+        engine.step()
+        assert [seq.request_id for seq in tiers._disk_waiters] == [ids[2]]
+        cpu_only = engine.add_request(asked_before, GREEDY, cache_tag=document_cache_tag(seeds[3]))
+        assert _step_until(engine, cpu_only, 200)
+        assert [seq.request_id for seq in tiers._disk_waiters] == [ids[2]]
+        for gate in opened:
+            gate.set()
+        results = _run_until_done(engine, set(ids))
+        for index, request_id in enumerate(ids):
+            expected = cold_engine.generate(question(docs[index], 110 + index), GREEDY)
+            assert results[request_id].token_ids == expected.token_ids
+        assert not tiers._disk_waiters and not engine._main.scheduler.loading
+    finally:
+        gates.open_all()
+        engine.close()
