@@ -377,3 +377,30 @@ def test_a_load_from_the_cpu_tier_alone_neither_waits_nor_drops_the_waiters(
     finally:
         gates.open_all()
         engine.close()
+
+
+def test_a_question_whose_document_is_in_the_cpu_tier_is_not_held_back(llama, tmp_path) -> None:
+    """Its document's blocks all in the CPU tier, its last block (document and question) in no
+    tier: its load reads nothing from disk, so two disk loads reading do not hold it back."""
+    seeds = (130, 131, 132)
+    docs, engine = _restarted_with(llama, tmp_path, seeds, kv_cpu_tier_bytes=1 << 20)
+    tiers = engine._main.tiers
+    for block_hash, token_ids in _doc_keys(docs[2]):
+        tiers.cpu.put(block_hash, token_ids, tiers._read_disk(block_hash, token_ids, None).kv)
+    gates = BlockGates(engine)
+    for doc in docs[:2]:
+        gates.gate_last_block(doc)
+    try:
+        tags = [document_cache_tag(seed) for seed in seeds]
+        for i in range(2):
+            engine.add_request(question(docs[i], 140 + i), GREEDY, cache_tag=tags[i])
+        engine.step()
+        third = engine.add_request(question(docs[2], 142), GREEDY, cache_tag=tags[2])
+        engine.step()
+        # Not held back (its miss is then looked for on disk, behind the held reads here).
+        assert third not in [seq.request_id for seq in tiers._disk_waiters]
+        scheduler = engine._main.scheduler
+        assert third in [seq.request_id for seq in scheduler.loading + scheduler.running]
+    finally:
+        gates.open_all()
+        engine.close()
