@@ -2,6 +2,7 @@
 whole engine steps (host scheduling, input copies, sampling, text), with a host profile.
 
     python3 bench/decode_profile.py --batches 1 64 --context 4096
+    python3 bench/decode_profile.py --weights fp8 --kv-dtype fp8 [--fp8-small-batch-kernel] --kernels
 
 Llama-3-8B shape, random weights, bf16, cuDNN prefill, the paged decode kernel. GPU times use
 CUDA events around back-to-back replays; step times are wall clock over many engine.step() calls
@@ -26,8 +27,13 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench import _engine_runs as er  # noqa: E402
-from bench._models import random_hf_model, write_config_and_tokenizer  # noqa: E402
+from bench._models import (  # noqa: E402
+    random_fp8_checkpoint,
+    random_hf_model,
+    write_config_and_tokenizer,
+)
 from bench.generate import random_prompt  # noqa: E402
+from engine import EngineConfig, LLMEngine  # noqa: E402
 
 
 def main() -> int:
@@ -38,25 +44,36 @@ def main() -> int:
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--copy-check", action="store_true")
     parser.add_argument("--kernels", action="store_true", help="GPU time per kernel, eager steps")
+    parser.add_argument("--weights", choices=["auto", "fp8"], default="auto")
+    parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
+    parser.add_argument(
+        "--fp8-small-batch-kernel", action=argparse.BooleanOptionalAction, default=True
+    )
     args = parser.parse_args()
     device = torch.device("cuda")
     if args.copy_check:
         copy_check()
-    model = random_hf_model("llama3-8b-random", device=device, dtype=torch.bfloat16)
-    folder = ROOT / "var" / "bench-cache" / "llama3-8b-random"
-    write_config_and_tokenizer(model, folder)
-    engine, _ = er.engine_from_hf(
-        [model],
-        folder,
-        dict(
-            device="cuda",
-            dtype="bfloat16",
-            max_model_len=args.context + 2048,
-            max_kv_cache_bytes=48 * 1024**3,
-            max_num_seqs=max(args.batches),
-            compile=args.compile,
-        ),
+    folder = ROOT / "var" / "bench-cache" / f"llama3-8b-random-{args.weights}"
+    config_kwargs = dict(
+        device="cuda",
+        dtype="bfloat16",
+        max_model_len=args.context + 2048,
+        max_kv_cache_bytes=48 * 1024**3,
+        max_num_seqs=max(args.batches),
+        compile=args.compile,
+        weights=args.weights,
+        kv_dtype=args.kv_dtype,
+        fp8_small_batch_kernel=args.fp8_small_batch_kernel,
     )
+    if args.weights == "fp8":  # E4M3 weights built directly, as bench/generate.py does
+        state = random_fp8_checkpoint("llama3-8b-random", folder, device=device)
+        engine = LLMEngine(EngineConfig(model_path=folder, **config_kwargs), state_dict=state)
+        del state
+        er.free_memory()
+    else:
+        model = random_hf_model("llama3-8b-random", device=device, dtype=torch.bfloat16)
+        write_config_and_tokenizer(model, folder)
+        engine, _ = er.engine_from_hf([model], folder, config_kwargs)
     vocab = engine.model_args.vocab_size
     params = er.fixed_length(args.steps + 200)
     for batch in args.batches:

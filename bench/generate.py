@@ -83,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
     parser.add_argument(
         "--fp8-small-batch-kernel",
-        action="store_true",
-        help="FP8 decode products through the Triton FP8-weight kernel (EngineConfig)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="FP8 decode products through the Triton FP8-weight kernels (EngineConfig)",
     )
     parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")
     parser.add_argument("--max-num-seqs", type=int, default=64)

@@ -48,10 +48,11 @@ class EngineConfig:
     attention_backend: str = "auto"
     weights: str = "auto"
     kv_dtype: str = "auto"
-    # FP8 weights on CUDA: decode-sized products (up to 64 rows) through the FP8-weight Triton
-    # kernel (engine/models/fp8_small_batch.py) rather than torch._scaled_mm. Off until it is
-    # measured on a GPU (bench/fp8_matmul_micro.py, bench/generate.py --fp8-small-batch-kernel).
-    fp8_small_batch_kernel: bool = False
+    # FP8 weights on CUDA: decode-sized products (up to 16 rows) through the FP8-weight Triton
+    # kernels (engine/models/fp8_small_batch.py) rather than torch._scaled_mm, which quantizes
+    # the activations first: one stream 151.6 tokens/s against 103.3 on one H100 (bench/
+    # results/fp8_h100.md; bench/generate.py --no-fp8-small-batch-kernel turns them off).
+    fp8_small_batch_kernel: bool = True
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
     kv_cache_memory_fraction: float = 0.9

@@ -190,7 +190,7 @@ class Fp8Linear(nn.Module):
     def use_scaled_mm(self, device: torch.device, *, small_batch_kernel: bool = False) -> None:
         """Multiply with torch._scaled_mm where it runs: CUDA with FP8 tensor cores (sm_89+),
         row scales, and both weight dimensions multiples of 16; with small_batch_kernel, up to
-        MAX_ROWS rows through the Triton kernel there, where Triton is."""
+        LINEAR_ROWS rows through the Triton kernels there, where Triton is."""
         self.scaled_mm = (
             supports_scaled_mm(device)
             and self.weight_scale.shape[1] == 1
@@ -199,18 +199,18 @@ class Fp8Linear(nn.Module):
         )
         self.small_batch_rows = 0
         if small_batch_kernel and self.scaled_mm and importlib.util.find_spec("triton") is not None:
-            from engine.models.fp8_small_batch import MAX_ROWS
+            from engine.models.fp8_small_batch import LINEAR_ROWS
 
-            self.small_batch_rows = MAX_ROWS
+            self.small_batch_rows = LINEAR_ROWS
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Row-wise scaled products write bf16 only: an fp16 or fp32 model dequantizes.
         if self.scaled_mm and x.dtype == torch.bfloat16:
             flat = x.reshape(-1, self.in_features)
             if flat.shape[0] <= self.small_batch_rows:
-                from engine.models.fp8_small_batch import fp8_weight_matmul
+                from engine.models.fp8_small_batch import fp8_weight_matmul_op
 
-                out = fp8_weight_matmul(flat, self.weight, self.weight_scale)
+                out = fp8_weight_matmul_op(flat, self.weight, self.weight_scale)
                 out = out.view(*x.shape[:-1], self.out_features)
                 return out if self.bias is None else out + self.bias
             out = _scaled_mm_rows(flat, self.weight, self.weight_scale)

@@ -1,12 +1,13 @@
-"""FP8 weights times bf16 activations for a few rows (decode steps): a Triton kernel that reads
-the E4M3 weight once, widens it in registers and multiplies on bf16 tensor cores, then applies
-the row scales. No activation is quantized, so a decode step skips the per-token quantization
+"""FP8 weights times bf16 activations for a few rows (decode steps): Triton kernels that read
+the E4M3 weight once, widen it in registers, multiply, then apply the row scales. No activation is quantized, so a decode step skips the per-token quantization
 that torch._scaled_mm needs (eight small kernels per projection, about half a decode step's time
 at batch 1 on the H200), and the weight bytes it reads are half of bf16's.
 
-Programs split the output features in BLOCK_N columns (16: enough programs to fill the GPU for
-the narrowest projection of an 8B, 4096 outputs); each walks all of K. Rows are padded to a
-power of two of at least 16 for tl.dot. Imported only where Triton is.
+Two kernels, chosen by rows (plan): for one row (a single stream's decode step) a tensor-core-free
+GEMV that widens each weight tile to fp32 in registers; for 2-64 rows the tensor-core kernel,
+rows padded to a power of two of at least 16 for tl.dot. Programs split the output features in
+narrow blocks (8 or 32 columns: enough programs to fill the GPU for the narrowest projection of
+an 8B, 4096 outputs); each walks all of K. Imported only where Triton is.
 """
 
 from __future__ import annotations
@@ -15,9 +16,21 @@ import torch
 import triton
 import triton.language as tl
 
-MAX_ROWS = 64  # beyond this the product is compute-bound: torch._scaled_mm's tensor cores win
-BLOCK_N = 16
-BLOCK_K = 256
+MAX_ROWS = 64  # the kernels take up to this many rows
+# What Fp8Linear sends them. At 64 rows (64 streams decoding) torch._scaled_mm was faster end to
+# end on an H100 (3,083 against 2,888 tokens/s, bench/results/fp8_h100.md) though the kernel's
+# product alone was not slower; at 16 rows the kernel takes half _scaled_mm's time.
+LINEAR_ROWS = 16
+# Tile sizes by rows, from bench/fp8_matmul_sweep.py on an H100 (bench/results/fp8_h100.md): at
+# each row count, the configuration whose time summed over the 8B's four projections is least.
+# One row: the tensor-core-free kernel, 8 outputs a program, 1,024 inputs a tile (92.5 us a
+# layer, against 155.7 for bf16 F.linear and 165.5 for the earlier single configuration); more
+# rows: the tensor-core kernel, narrower K tiles as the rows grow.
+GEMV_CONFIG = dict(block_n=8, block_k=1024, num_warps=4, num_stages=2)
+DOT_CONFIGS = (  # (up to rows, config)
+    (16, dict(block_n=32, block_k=256, num_warps=4, num_stages=4)),
+    (MAX_ROWS, dict(block_n=32, block_k=128, num_warps=4, num_stages=3)),
+)
 
 
 @triton.jit
@@ -65,22 +78,154 @@ def _fp8_weight_matmul_kernel(
     )
 
 
-def num_stages(rows: int) -> int:
-    """K tiles in flight: 4 (36 KB of shared memory at 16 rows, 60 KB at 32); at 64 rows four
-    would take 148 KB, one program an SM (228 KB), so 3 there (two programs an SM)."""
-    return 4 if rows <= 32 else 3
+@triton.jit
+def _fp8_weight_gemv_kernel(
+    x_ptr,  # [M, K] bf16
+    w_ptr,  # [N, K] float8_e4m3fn
+    scale_ptr,  # [N] fp32
+    out_ptr,  # [M, N]: x's dtype, or fp32 summed into by atomics when SPLIT_K > 1
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    stride_om,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
+    """The same product without tensor cores, for one to a few rows: each program widens a
+    [BLOCK_N, BLOCK_K] weight tile to fp32 and multiplies it by every row in registers (no row
+    padding to 16), over its 1/SPLIT_K of K. One row keeps a [BLOCK_N, BLOCK_K] partial sum and
+    reduces it once at the end."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    ks = tl.arange(0, BLOCK_K)
+    per_split = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
+    k_start = tl.program_id(1) * per_split
+    k_end = tl.minimum(k_start + per_split, K)
+    rows = tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    if BLOCK_M == 1:
+        wide = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for k0 in range(k_start, k_end, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < k_end
+            x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            w = tl.load(
+                w_ptr + cols[:, None] * stride_wn + k[None, :],
+                mask=col_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            )
+            wide += w.to(tl.float32) * x[None, :]
+        acc = tl.sum(wide, axis=1)[None, :]
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(k_start, k_end, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < k_end
+            x = tl.load(
+                x_ptr + rows[:, None] * stride_xm + k[None, :],
+                mask=row_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            w = tl.load(
+                w_ptr + cols[:, None] * stride_wn + k[None, :],
+                mask=col_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            ).to(tl.float32)
+            acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+    scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
+    acc = acc * scale[None, :]
+    offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
+    mask = row_ok[:, None] & col_ok[None, :]
+    if SPLIT_K == 1:
+        tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.atomic_add(offsets, acc, mask=mask, sem="relaxed")
+
+
+def fp8_weight_gemv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    *,
+    block_n: int,
+    block_k: int,
+    split_k: int = 1,
+    num_warps: int = 4,
+    num_stages: int = 2,
+) -> torch.Tensor:
+    """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
+    > 1 sums fp32 partials by atomics (a zeroed buffer, then a cast: two more kernels)."""
+    rows, inputs = x.shape
+    outputs = weight.shape[0]
+    if weight.shape[1] != inputs:
+        raise ValueError(f"fp8_weight_gemv takes rows of {weight.shape[1]}, not {inputs}.")
+    x = x.contiguous()
+    if split_k == 1:
+        out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
+    else:
+        out = torch.zeros((rows, outputs), dtype=torch.float32, device=x.device)
+    _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
+        x,
+        weight,
+        scale,
+        out,
+        rows,
+        outputs,
+        inputs,
+        x.stride(0),
+        weight.stride(0),
+        out.stride(0),
+        BLOCK_M=triton.next_power_of_2(rows),
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        SPLIT_K=split_k,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
+    return out if split_k == 1 else out.to(x.dtype)
+
+
+def plan(rows: int) -> tuple[str, dict]:
+    """The kernel ("gemv" or "dot") and tile sizes for a product of `rows` rows."""
+    if rows == 1:
+        return "gemv", GEMV_CONFIG
+    return "dot", next(config for most, config in DOT_CONFIGS if rows <= most)
 
 
 def fp8_weight_matmul(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """x [M, K] (M <= MAX_ROWS) times E4M3 weight [N, K] with row scales [N, 1] -> [M, N] in x's
     dtype: x @ (weight * scale).T, accumulated in fp32."""
+    rows = x.shape[0]
+    if rows > MAX_ROWS:
+        raise ValueError(f"fp8_weight_matmul takes up to {MAX_ROWS} rows of {weight.shape[1]}.")
+    kind, config = plan(rows)
+    if kind == "gemv":
+        return fp8_weight_gemv(x, weight, scale, **config)
+    return fp8_weight_dot(x, weight, scale, **config)
+
+
+def fp8_weight_dot(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    *,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+) -> torch.Tensor:
+    """The tensor-core kernel with its tile sizes given (rows padded to at least 16)."""
     rows, inputs = x.shape
     outputs = weight.shape[0]
-    if rows > MAX_ROWS or weight.shape[1] != inputs:
-        raise ValueError(f"fp8_weight_matmul takes up to {MAX_ROWS} rows of {weight.shape[1]}.")
+    if weight.shape[1] != inputs:
+        raise ValueError(f"fp8_weight_matmul takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
     out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
-    _fp8_weight_matmul_kernel[(triton.cdiv(outputs, BLOCK_N),)](
+    _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n),)](
         x,
         weight,
         scale,
@@ -92,9 +237,23 @@ def fp8_weight_matmul(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
         weight.stride(0),
         out.stride(0),
         BLOCK_M=max(16, triton.next_power_of_2(rows)),
-        BLOCK_N=BLOCK_N,
-        BLOCK_K=BLOCK_K,
-        num_warps=4,
-        num_stages=num_stages(rows),
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     return out
+
+
+@torch.library.custom_op("longdoc::fp8_weight_matmul", mutates_args=())
+def fp8_weight_matmul_op(
+    x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
+    """fp8_weight_matmul as one opaque operator, so that torch.compile calls it as it is (its
+    kernel choice depends on the rows) instead of tracing into the Triton launch."""
+    return fp8_weight_matmul(x, weight, scale)
+
+
+@fp8_weight_matmul_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))

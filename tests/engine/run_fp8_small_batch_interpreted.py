@@ -9,18 +9,29 @@ import torch
 
 from tests.engine.run_paged_decode_interpreted import _patch_interpreter
 
-# (rows, outputs, inputs): one row, a ragged K, more rows than 16 (BLOCK_M 32), a ragged N.
-SHAPES = [(1, 48, 64), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
+# (rows, outputs, inputs): one row (the GEMV) within one K tile and over two ragged ones, a ragged
+# K, more rows than 16 (BLOCK_M 32), a ragged N.
+SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
+# The GEMV with explicit tiles (bench/fp8_matmul_sweep.py's): several rows, split-K by atomics.
+GEMV_CASES = [
+    ((2, 24, 520), dict(block_n=16, block_k=128, split_k=3)),
+    ((1, 40, 1000), dict(block_n=8, block_k=256, split_k=4)),
+]
 
 
-def check(rows: int, outputs: int, inputs: int, device: torch.device) -> dict:
+def check(
+    rows: int, outputs: int, inputs: int, device: torch.device, gemv: dict | None = None
+) -> dict:
+    from functools import partial
+
     from engine.models.fp8 import dequantize, quantize_rows
-    from engine.models.fp8_small_batch import fp8_weight_matmul
+    from engine.models.fp8_small_batch import fp8_weight_gemv, fp8_weight_matmul
 
+    product = fp8_weight_matmul if gemv is None else partial(fp8_weight_gemv, **gemv)
     generator = torch.Generator().manual_seed(rows * 1000 + outputs)
     x = torch.randn(rows, inputs, generator=generator).to(device, torch.bfloat16)
     weight, scale = quantize_rows(torch.randn(outputs, inputs, generator=generator).to(device))
-    out = fp8_weight_matmul(x, weight, scale)
+    out = product(x, weight, scale)
     reference = x.float() @ dequantize(weight, scale, torch.float32).T
     # The product is exact up to fp32 summation order; only the bf16 output rounds: half an ulp
     # to nearest on a GPU, up to one ulp where Triton's interpreter truncates. One ulp is at most
@@ -41,7 +52,10 @@ def main() -> None:
         raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
     _patch_interpreter()
     torch.set_num_threads(1)
-    print(json.dumps([check(*shape, torch.device("cpu")) for shape in SHAPES]))
+    cpu = torch.device("cpu")
+    results = [check(*shape, cpu) for shape in SHAPES]
+    results += [check(*shape, cpu, gemv) for shape, gemv in GEMV_CASES]
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

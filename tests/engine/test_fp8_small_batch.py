@@ -1,6 +1,6 @@
 """The FP8-weight Triton kernel for decode-sized products (engine/models/fp8_small_batch.py):
 under Triton's interpreter here, on the device where there is one, and Fp8Linear's choice of it
-(up to MAX_ROWS rows on CUDA) over torch._scaled_mm."""
+(up to LINEAR_ROWS rows on CUDA) over torch._scaled_mm."""
 
 import importlib.util
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.engine.run_fp8_small_batch_interpreted import SHAPES, check
+from tests.engine.run_fp8_small_batch_interpreted import GEMV_CASES, SHAPES, check
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -40,7 +40,7 @@ def test_kernel_matches_fp32_product_interpreted() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(results) == len(SHAPES)
+    assert len(results) == len(SHAPES) + len(GEMV_CASES)
     for result in results:
         _assert_matches(result)
 
@@ -49,6 +49,12 @@ def test_kernel_matches_fp32_product_interpreted() -> None:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_kernel_matches_fp32_product_cuda(shape: tuple[int, int, int]) -> None:
     _assert_matches(check(*shape, torch.device("cuda")))
+
+
+@needs_cuda
+@pytest.mark.parametrize(("shape", "gemv"), GEMV_CASES)
+def test_gemv_tiles_match_fp32_product_cuda(shape: tuple[int, int, int], gemv: dict) -> None:
+    _assert_matches(check(*shape, torch.device("cuda"), gemv))
 
 
 @needs_cuda
@@ -63,18 +69,20 @@ def test_linear_takes_the_kernel_for_few_rows_only() -> None:
     linear.use_scaled_mm(device)
     assert linear.small_batch_rows == 0  # off unless asked for
     linear.use_scaled_mm(device, small_batch_kernel=True)
-    assert linear.scaled_mm and linear.small_batch_rows == fp8_small_batch.MAX_ROWS
+    assert linear.scaled_mm and linear.small_batch_rows == fp8_small_batch.LINEAR_ROWS
     calls = []
     original = fp8_small_batch.fp8_weight_matmul
     fp8_small_batch.fp8_weight_matmul = lambda *a: calls.append(a[0].shape[0]) or original(*a)
     try:
         few = torch.randn(2, 3, 256, device=device, dtype=torch.bfloat16)
-        many = torch.randn(fp8_small_batch.MAX_ROWS + 1, 256, device=device, dtype=torch.bfloat16)
+        many = torch.randn(
+            fp8_small_batch.LINEAR_ROWS + 1, 256, device=device, dtype=torch.bfloat16
+        )
         out_few, out_many = linear(few), linear(many)
     finally:
         fp8_small_batch.fp8_weight_matmul = original
     assert calls == [6]
-    assert out_few.shape == (2, 3, 128) and out_many.shape == (fp8_small_batch.MAX_ROWS + 1, 128)
+    assert out_few.shape == (2, 3, 128) and out_many.shape == (fp8_small_batch.LINEAR_ROWS + 1, 128)
     weight_f32 = weight.float() * scale
     for x, out in ((few.reshape(-1, 256), out_few.reshape(-1, 128)), (many, out_many)):
         reference = x.float() @ weight_f32.T
@@ -83,11 +91,12 @@ def test_linear_takes_the_kernel_for_few_rows_only() -> None:
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
-@pytest.mark.parametrize("rows", [1, 32, 64])
+@pytest.mark.parametrize("rows", [1, 2, 16, 17, 64])
 def test_kernel_compiles_for_hopper(rows: int) -> None:
-    """Ahead of time, no GPU needed (Triton's bundled ptxas): the kernel builds for an H200
-    (sm_90) at each row padding, its weight tiles are pipelined (copy groups still pending while
-    a tile is multiplied), and its shared memory leaves room for a second program an SM."""
+    """Ahead of time, no GPU needed (Triton's bundled ptxas): the kernel that plan() picks for
+    `rows` builds for an H200 (sm_90) with its tile sizes, and its shared memory leaves room for
+    a second program an SM; the tensor-core kernel's weight tiles are pipelined (copy groups
+    still pending while a tile is multiplied). The GEMV loads straight into registers."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     import re
@@ -98,9 +107,15 @@ def test_kernel_compiles_for_hopper(rows: int) -> None:
 
     from engine.models import fp8_small_batch as kernels
 
-    fn = kernels._fp8_weight_matmul_kernel
-    block_m = max(16, triton.next_power_of_2(rows))
-    constexprs = {"BLOCK_M": block_m, "BLOCK_N": kernels.BLOCK_N, "BLOCK_K": kernels.BLOCK_K}
+    kind, config = kernels.plan(rows)
+    constexprs = {"BLOCK_N": config["block_n"], "BLOCK_K": config["block_k"]}
+    if kind == "gemv":
+        fn = kernels._fp8_weight_gemv_kernel
+        constexprs |= {"BLOCK_M": triton.next_power_of_2(rows), "SPLIT_K": 1}
+    else:
+        fn = kernels._fp8_weight_matmul_kernel
+        constexprs |= {"BLOCK_M": max(16, triton.next_power_of_2(rows))}
+    assert (kind == "gemv") == (rows == 1)
     kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
     signature = {
         name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
@@ -116,8 +131,26 @@ def test_kernel_compiles_for_hopper(rows: int) -> None:
     built = triton.compile(
         ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
         target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": 4, "num_stages": kernels.num_stages(rows)},
+        options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]},
     )
-    waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", built.asm["ptx"])}
-    assert max(waits, default=0) > 0, waits
+    if kind == "dot":
+        waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", built.asm["ptx"])}
+        assert max(waits, default=0) > 0, waits
     assert built.metadata.shared <= 228 * 1024 // 2, built.metadata.shared
+
+
+@needs_cuda
+def test_compiled_linear_calls_the_kernel_as_eager_does() -> None:
+    """Under torch.compile (the engine's --compile halves) the kernel is one opaque operator:
+    few rows and many give eager's results, the few through the kernel."""
+    from engine.models.fp8 import Fp8Linear, quantize_rows
+
+    device = torch.device("cuda")
+    linear = Fp8Linear(512, 256).to(device)
+    weight, scale = quantize_rows(torch.randn(256, 512, device=device))
+    linear.weight.data, linear.weight_scale.data = weight, scale
+    linear.use_scaled_mm(device, small_batch_kernel=True)
+    compiled = torch.compile(linear, dynamic=True)
+    for rows in (1, 3, 70):
+        x = torch.randn(rows, 512, device=device, dtype=torch.bfloat16)
+        assert torch.equal(compiled(x), linear(x)), rows

@@ -1,0 +1,196 @@
+"""Tile sizes for the FP8-weight decode kernels (engine/models/fp8_small_batch.py) on a GPU: each
+configuration of the tensor-core kernel (rows padded to 16) and of the tensor-core-free one (one
+to a few rows, optional split-K by atomics) on the 8B's projection shapes, beside bf16 F.linear
+and torch._scaled_mm (per-token activation quantization), all as the engine runs them: inside a
+CUDA graph, each call on another copy of the weight so that the weights come from HBM, not L2.
+
+Usage: python3 bench/fp8_matmul_sweep.py [--rows 1 4 16 64] [--budget-s 300] --out FILE.json
+Times: CUDA events around 10 replays of a graph of 24 calls after 3 warm replays (per call).
+Each configuration is checked against the fp32 product (a wrong one is reported, not timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from bench._report import hardware  # noqa: E402
+from engine.models.fp8 import _scaled_mm_rows, dequantize, quantize_rows  # noqa: E402
+from engine.models.fp8_small_batch import (  # noqa: E402
+    fp8_weight_dot,
+    fp8_weight_gemv,
+    fp8_weight_matmul,
+)
+
+SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
+CALLS = 24  # per graph
+HBM_BYTES = 256 * 1024**2  # weight copies per shape: past any L2
+
+
+def gemv_configs(rows: int) -> list[dict]:
+    if rows > 8:
+        return []
+    grid = itertools.product((8, 16, 32), (256, 512, 1024), (4, 8), (2, 4), (1, 4))
+    return [
+        dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, num_stages=s, split_k=sk)
+        for bn, bk, w, s, sk in grid
+        if bn * bk <= 16384
+    ]
+
+
+def dot_configs(rows: int) -> list[dict]:
+    grid = itertools.product((16, 32, 64), (128, 256, 512), (4, 8), (3, 4))
+    return [
+        dict(kind="dot", block_n=bn, block_k=bk, num_warps=w, num_stages=s)
+        for bn, bk, w, s in grid
+        if not (rows > 32 and bk == 512 and s == 4)  # past shared memory
+    ]
+
+
+def graph_us(calls: list) -> float:
+    """Per-call GPU time of the calls replayed from one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in calls[:3]:
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for fn in calls:
+            fn()
+    for _ in range(3):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / (10 * len(calls))
+
+
+def run_config(config: dict, x, weights, reference) -> tuple[float, float]:
+    kind = config["kind"]
+    options = {k: v for k, v in config.items() if k != "kind"}
+    if kind == "gemv":
+        fn = partial(fp8_weight_gemv, **options)
+    elif kind == "dot":
+        fn = partial(fp8_weight_dot, **options)
+    elif kind == "default":
+        fn = fp8_weight_matmul
+    elif kind == "scaled_mm":
+        fn = _scaled_mm_rows
+    else:
+        raise ValueError(kind)
+    weight, scale = weights[0]
+    out = fn(x, weight, scale).float()
+    error = ((out - reference).norm() / reference.norm()).item()
+    if error > 5e-2:
+        return float("nan"), error
+    calls = [partial(fn, x, w, s) for w, s in itertools.islice(itertools.cycle(weights), CALLS)]
+    return graph_us(calls), error
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    parser.add_argument("--budget-s", type=float, default=300.0)
+    args = parser.parse_args()
+    device = torch.device("cuda")
+    started = time.perf_counter()
+    result = {"hardware": hardware(device), "args": vars(args) | {"out": str(args.out)}, "rows": []}
+    shapes = {name: SHAPES[name] for name in args.shapes}
+    weights, bf16 = {}, {}
+    for name, (n, k) in shapes.items():
+        weight, scale = quantize_rows(torch.randn(n, k, device=device) * 0.02)
+        # Copies of one weight in their own storage, so that each call reads HBM.
+        copies = max(2, -(-HBM_BYTES // (n * k)))
+        weights[name] = [(weight.clone(), scale.clone()) for _ in range(copies)]
+        wide = dequantize(weight, scale, torch.bfloat16)
+        bf16[name] = [wide.clone() for _ in range(max(2, copies // 2))]
+        del weight, scale, wide
+    stopped = False
+    for rows in args.rows:
+        configs = [{"kind": "default"}, {"kind": "scaled_mm"}]
+        configs += gemv_configs(rows) + dot_configs(rows)
+        for name, (n, k) in shapes.items():
+            x = torch.randn(rows, k, device=device, dtype=torch.bfloat16)
+            w0, s0 = weights[name][0]
+            reference = x.float() @ dequantize(w0, s0, torch.float32).T
+            bf16_calls = [
+                partial(F.linear, x, b)
+                for b in itertools.islice(itertools.cycle(bf16[name]), CALLS)
+            ]
+            base = {"shape": name, "n": n, "k": k, "m": rows}
+            row = base | {"kind": "bf16", "us": graph_us(bf16_calls)}
+            row["tb_per_s"] = n * k * 2 / row["us"] / 1e6
+            result["rows"].append(row)
+            print(json.dumps(row), flush=True)
+            for config in configs:
+                if time.perf_counter() - started > args.budget_s:
+                    stopped = True
+                    break
+                try:
+                    us, error = run_config(config, x, weights[name], reference)
+                except Exception as exc:  # a configuration that does not build
+                    us, error = float("nan"), repr(exc)[:200]
+                row = base | config | {"us": us, "rel_l2": error}
+                row["tb_per_s"] = n * k / us / 1e6 if us == us else None
+                result["rows"].append(row)
+                print(json.dumps(row), flush=True)
+            if stopped:
+                break
+        if stopped:
+            break
+    result["stopped_by_budget"] = stopped
+    result["best"] = best_table(result["rows"])
+    args.out.write_text(json.dumps(result, indent=2))
+    for line in result["best"]:
+        print(line)
+    print("wrote", args.out)
+    return 0
+
+
+def best_table(rows: list[dict]) -> list[str]:
+    lines = []
+    keys = sorted({(r["m"], r["shape"]) for r in rows})
+    for m, shape in keys:
+        mine = [r for r in rows if r["m"] == m and r["shape"] == shape and r["us"] == r["us"]]
+        by_kind = {}
+        for r in mine:
+            if r["kind"] not in by_kind or r["us"] < by_kind[r["kind"]]["us"]:
+                by_kind[r["kind"]] = r
+        lines.append(
+            f"m={m} {shape}: "
+            + "; ".join(
+                f"{kind} {r['us']:.1f} us ({r['tb_per_s']:.2f} TB/s)"
+                + (
+                    f" [{r['block_n']}x{r['block_k']} w{r['num_warps']} s{r['num_stages']}"
+                    + (f" k{r['split_k']}" if "split_k" in r else "")
+                    + "]"
+                    if "block_n" in r
+                    else ""
+                )
+                for kind, r in sorted(by_kind.items())
+            )
+        )
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
