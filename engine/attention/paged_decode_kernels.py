@@ -109,22 +109,28 @@ def _paged_decode_split_kernel(
         k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         if KV_FP8:
-            # E4M3 values times their token's and head's scale, in q's dtype for tl.dot.
+            # Each token's K and V scale (per KV head) multiplies its column of the scores and
+            # of p, not its D values: the E4M3 values widen exactly to q's dtype for tl.dot,
+            # and the [TILE_N, D] multiplies of dequantizing first are gone.
             scale_rows = wide * stride_sn + slots * stride_ss + kv_head  # [TILE_N]
             k_scale = tl.load(k_scale_ptr + scale_rows, mask=valid, other=0.0)
             v_scale = tl.load(v_scale_ptr + scale_rows, mask=valid, other=0.0)
-            k = (k.to(tl.float32) * k_scale[:, None]).to(q.dtype)
-            v = (v.to(tl.float32) * v_scale[:, None]).to(q.dtype)
+            k = k.to(q.dtype)
+            v = v.to(q.dtype)
         upcoming = tokens + TILE_N
         blocks = tl.load(table_row + upcoming // BLOCK_SIZE, mask=upcoming < end, other=0)
 
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [GROUP_PAD, TILE_N]
+        if KV_FP8:
+            scores = scores * k_scale[None, :]
         scores = tl.where(valid[None, :], scores * scale_log2, float("-inf"))
         # Every tile holds at least one valid token, so m_new is finite from the first tile on.
         m_new = tl.maximum(m_i, tl.max(scores, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
         l_i = l_i * alpha + tl.sum(p, 1)
+        if KV_FP8:
+            p = p * v_scale[None, :]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 

@@ -26,8 +26,9 @@ from engine.attention.paged_decode import (
 # probabilities to the value dtype before P @ V (as flash kernels do) and the output itself,
 # whose rounding alone is up to 2**-9 (bf16) or 2**-12 (fp16) of its magnitude.
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1e-2, 1e-2)}
-# An FP8 cache: the reference dequantizes in fp32, the kernel each tile into q's dtype, one more
-# rounding of K and V of up to 2**-9 (bf16) each: twice the tolerance.
+# An FP8 cache: the reference dequantizes in fp32; the kernel widens E4M3 exactly and applies each
+# token's scales to its scores and probabilities, so the probabilities times V's scale round
+# once to q's dtype (up to 2**-9 in bf16) where the reference rounds nothing: twice the tolerance.
 FP8_KV_TOLERANCE_FACTOR = 2
 
 
