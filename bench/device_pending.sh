@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
+# Usage: [ONLY=23|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -22,25 +22,30 @@ step() {  # step SECONDS NAME COMMAND...
     tail -4 "$out/$name.log"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-# A short chunk after a long prefix (a question after its document): the cuDNN backend's keys
-# split against one call, and its tests on the card (issue 24's follow-up prefill).
-step 60 cudnn-split-tests python3 -m pytest tests/engine/test_cudnn_split.py -q -o addopts= -x
-step 120 short-chunk python3 bench/short_chunk_attention.py --label "$label" --out-dir "$out"
-step 120 cudnn-plan-cost python3 bench/cudnn_plan_cost.py --label "$label" --out-dir "$out"
-# Issue 24: the disk reads by threads (checked as the tiers read, as a reader that knows no
-# shape, and bare), then the tiers' bench and their GPU tests. ONLY=24 stops there.
-step 90 kv-disk-read python3 bench/kv_disk_read.py --blocks 4096 --threads 8 16 --sync \
-    --label "$label" --out-dir "$out"
-step 260 kv-tiers python3 bench/kv_tiers.py --device cuda --label "$label" --busy-profile \
-    --out-dir "$out"
-# The files checked on the GPU (kv_device_checksums, off by default until this is measured).
-step 160 kv-tiers-device-sums python3 bench/kv_tiers.py --device cuda --tokens 131072 \
-    --device-checksums --label "$label.device-sums" --out-dir "$out"
-step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
-[ "${ONLY:-}" = 24 ] && exit 0
-# Issue 22: the engine in-process on this card (64 streams while all decode), then longdoc serve
-# with the same KV cache: together (1, 16, 64) and 16 streams spread as users at work.
-step 150 generate python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --parts concurrent \
-    --label "$label.serve-inprocess" --out-dir "$out"
-step 260 serve env ONLY=longdoc LABEL="$label" KV_GIB="$kv_gib" bash bench/serve_h200.sh "$out" \
-    --rounds 1 --warmup 16 --steady 16 --steady-rounds 4
+if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
+    # Issue 24: the busy load's stall. The engine's thread is sampled during its longest step
+    # (kv_tiers.py's StackSampler); with 8 reader threads and with 2, to see whether the
+    # readers' share of the GIL is what stalls it. Then the tiers' GPU tests.
+    step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --tokens 131072 --busy-profile \
+        --label "$label" --out-dir "$out"
+    step 200 kv-tiers-2-readers python3 bench/kv_tiers.py --device cuda --tokens 131072 \
+        --read-threads 2 --label "$label.2-readers" --out-dir "$out"
+    step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
+fi
+if [ "${ONLY:-23}" = 23 ]; then
+    # Issue 23: FP8 on this card. The kernels' tests, the products at 32 and 64 rows (where
+    # Fp8Linear hands over to _scaled_mm: LINEAR_ROWS), the FP8 decode tiles, then the engine
+    # end to end: kernels against _scaled_mm in one process each, compiled, and bf16 beside.
+    step 90 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+        tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py -q -o addopts= -x
+    step 150 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 1 32 64 --budget-s 130 \
+        --out "$out/fp8_matmul_sweep_$label.json"
+    step 60 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
+    fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
+        --parts single concurrent --out-dir "$out")
+    step 90 gen-fp8 "${fp8[@]}" --label "$label.fp8"
+    step 90 gen-fp8-scaled-mm "${fp8[@]}" --no-fp8-small-batch-kernel --label "$label.fp8-scaled-mm"
+    step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
+    step 150 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --compile \
+        --parts single concurrent --label "$label.bf16.compile" --out-dir "$out"
+fi

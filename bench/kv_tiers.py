@@ -33,7 +33,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(kv_tiers_LABEL.busy-launch-TOKENS.txt)",
     )
     parser.add_argument(
+        "--read-threads",
+        type=int,
+        default=None,
+        help="the disk tier's reader threads (default: the engine's, block_loads.MAX_READ_THREADS)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="the disk load again after another restart, the engine thread under cProfile "
@@ -111,6 +119,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     is_cuda = args.device.startswith("cuda")
+    if args.read_threads is not None:  # every engine of this run: the pool is made per engine
+        from engine.kv_tiers import block_loads
+
+        block_loads.MAX_READ_THREADS = args.read_threads
     args.model = args.model or ("llama3-8b-random" if is_cuda else "default")
     args.tokens = args.tokens or ([32768, 131072] if is_cuda else [6000])
     return args
@@ -463,6 +475,8 @@ def busy_load(
 
     for name, owner in timed.items():
         setattr(owner, {"end": "_end"}.get(name, name), timing(name))
+    sampler = StackSampler(threading.get_ident())
+    sampler.start()
     first: list[tuple[float, int]] = []
     started = time.perf_counter()
     loader = engine.add_request(
@@ -477,6 +491,7 @@ def busy_load(
             if done.request_id == loader:
                 result = done
     ended, admitted_call = first[0]
+    sampler.stop()
     gc.callbacks.remove(on_gc)
     for name, owner in timed.items():
         delattr(owner, {"end": "_end"}.get(name, name))  # the methods again
@@ -519,7 +534,59 @@ def busy_load(
         # Within the longest step() call during the load: its placements, its load's end and
         # its launches, (name, seconds into the load, seconds).
         "spans_in_longest_step": _spans_within(spans, step_seconds, started, ended),
+        # Where the engine's thread was during that step: its innermost frames, sampled every
+        # few ms by another thread (counts), and the longest gap between two samples: a sampler
+        # starved of the GIL shows as gaps far above its interval.
+        "stacks_in_longest_step": sampler.summary(*_longest(step_seconds, started, ended)),
     }
+
+
+class StackSampler:
+    """Samples one thread's innermost Python frames every `interval` seconds (a daemon thread;
+    sys._current_frames)."""
+
+    def __init__(self, thread_id: int, interval: float = 0.005, depth: int = 6) -> None:
+        self.thread_id, self.interval, self.depth = thread_id, interval, depth
+        self.samples: list[tuple[float, tuple[str, ...]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stack-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            frame = sys._current_frames().get(self.thread_id)
+            stack = []
+            while frame is not None and len(stack) < self.depth:
+                code = frame.f_code
+                stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+                frame = frame.f_back
+            self.samples.append((time.perf_counter(), tuple(stack)))
+
+    def summary(self, began: float, seconds: float, top: int = 6) -> dict:
+        """The stacks sampled in [began, began + seconds], most frequent first."""
+        times = [t for t, _ in self.samples if began <= t <= began + seconds]
+        stacks = Counter(stack for t, stack in self.samples if began <= t <= began + seconds)
+        gaps = [b - a for a, b in itertools.pairwise([began, *times, began + seconds])]
+        return {
+            "samples": len(times),
+            "interval_s": self.interval,
+            "longest_gap_s": max(gaps, default=None),
+            "stacks": [[count, list(stack)] for stack, count in stacks.most_common(top)],
+        }
+
+
+def _longest(
+    step_seconds: list[tuple[float, float]], started: float, ended: float
+) -> tuple[float, float]:
+    """(start, seconds) of the longest step() call begun during the load; (0, 0) if none."""
+    during = [(b, d) for b, d in step_seconds if started <= b < ended]
+    return max(during, key=lambda item: item[1], default=(0.0, 0.0))
 
 
 def _spans_within(
@@ -528,10 +595,9 @@ def _spans_within(
     started: float,
     ended: float,
 ) -> list[tuple[str, float, float]]:
-    during = [(b, d) for b, d in step_seconds if started <= b < ended]
-    if not during:
+    began, seconds = _longest(step_seconds, started, ended)
+    if not seconds:
         return []
-    began, seconds = max(during, key=lambda item: item[1])
     return [
         (name, b - started, d) for name, b, d in spans if began <= b and b + d <= began + seconds
     ]
@@ -664,6 +730,17 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
                     + ", ".join(
                         f"{name} {seconds:.3f} s"
                         for name, _, seconds in busy.get("spans_in_longest_step", [])
+                    )
+                    + "."
+                )
+            sampled = busy.get("stacks_in_longest_step")
+            if sampled and sampled["samples"]:
+                lines.append(
+                    f"  The engine's thread in that step, sampled every "
+                    f"{sampled['interval_s'] * 1e3:.0f} ms ({sampled['samples']} samples, "
+                    f"longest gap between two {sampled['longest_gap_s']:.3f} s): "
+                    + "; ".join(
+                        f"{count} x {' < '.join(stack[:3])}" for count, stack in sampled["stacks"]
                     )
                     + "."
                 )
