@@ -89,3 +89,29 @@ def measure(
             on_result(output)
         del output
     return result
+
+
+def graph_call_us(calls: list[Callable[[], object]], warm: int = 3, replays: int = 10) -> float:
+    """GPU microseconds per call of `calls` captured in one CUDA graph (as an engine's decode step
+    runs them: no launch cost between kernels), from CUDA events around `replays` replays after
+    `warm`. The first call runs once on a side stream before the capture (Triton's compile,
+    cuBLAS's workspace)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        calls[0]()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    for _ in range(warm):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / (replays * len(calls))

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from bench._report import hardware  # noqa: E402
+from bench._timing import graph_call_us  # noqa: E402
 from engine.models.fp8 import _scaled_mm_rows, dequantize, quantize_rows  # noqa: E402
 from engine.models.fp8_small_batch import (  # noqa: E402
     fp8_weight_dot,
@@ -58,30 +59,6 @@ def dot_configs(rows: int) -> list[dict]:
     ]
 
 
-def graph_us(calls: list) -> float:
-    """Per-call GPU time of the calls replayed from one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for fn in calls[:3]:
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for fn in calls:
-            fn()
-    for _ in range(3):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / (10 * len(calls))
-
-
 def run_config(config: dict, x, weights, reference) -> tuple[float, float]:
     kind = config["kind"]
     options = {k: v for k, v in config.items() if k != "kind"}
@@ -101,7 +78,7 @@ def run_config(config: dict, x, weights, reference) -> tuple[float, float]:
     if error > 5e-2:
         return float("nan"), error
     calls = [partial(fn, x, w, s) for w, s in itertools.islice(itertools.cycle(weights), CALLS)]
-    return graph_us(calls), error
+    return graph_call_us(calls), error
 
 
 def main() -> int:
@@ -137,7 +114,7 @@ def main() -> int:
                 for b in itertools.islice(itertools.cycle(bf16[name]), CALLS)
             ]
             base = {"shape": name, "n": n, "k": k, "m": rows}
-            row = base | {"kind": "bf16", "us": graph_us(bf16_calls)}
+            row = base | {"kind": "bf16", "us": graph_call_us(bf16_calls)}
             row["tb_per_s"] = n * k * 2 / row["us"] / 1e6
             result["rows"].append(row)
             print(json.dumps(row), flush=True)

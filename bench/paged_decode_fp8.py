@@ -12,6 +12,7 @@ reference in plain torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench._report import hardware  # noqa: E402
+from bench._timing import graph_call_us  # noqa: E402
 from engine.attention.fp8_kv import quantize_heads  # noqa: E402
 from engine.attention.paged_decode import (  # noqa: E402
     KernelConfig,
@@ -70,25 +72,8 @@ def time_us(data: dict, config: KernelConfig | None) -> float:
             out=out, config=config, max_context_len=table.shape[1] * BLOCK, **data["scales"],
         )  # fmt: skip
 
-    tables = list(itertools.islice(itertools.cycle(data["tables"]), CALLS))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call(tables[0])
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for table in tables:
-            call(table)
-    for _ in range(3):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / (10 * CALLS)
+    tables = itertools.islice(itertools.cycle(data["tables"]), CALLS)
+    return graph_call_us([functools.partial(call, table) for table in tables])
 
 
 def main() -> int:

@@ -70,7 +70,7 @@ def load_model(
     dtype: torch.dtype,
     state_dict: Mapping[str, torch.Tensor] | None = None,
     weights: str = "auto",
-    fp8_small_batch_kernel: bool = False,
+    fp8_small_batch_kernel: bool = True,
 ) -> tuple[LlamaModel, ModelArgs]:
     """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
 

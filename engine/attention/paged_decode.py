@@ -57,23 +57,28 @@ class KernelConfig:
             raise EngineError(f"tile_tokens must be a power of two of at least 16, not {n}.")
 
 
-def default_kernel_config(head_dim: int, dtype: torch.dtype) -> KernelConfig:
+def default_kernel_config(
+    head_dim: int, dtype: torch.dtype, cache_dtype: torch.dtype | None = None
+) -> KernelConfig:
     """About TILE_BYTES of K per iteration (32 tokens at D=128 in bf16, 64 at D=64), four
-    stages: three K/V tiles in flight per program; `dtype` is the cache's (FP8: below).
+    stages: three K/V tiles in flight per program; `dtype` is q's (the dots' operands),
+    `cache_dtype` the cache's where it differs (FP8: below).
 
     From the sm_90 build (Triton 3.6) of the bf16 D=128 kernel: 64 registers a thread and
     54 KiB of shared memory, so four programs an SM, up to 192 KiB of K/V in flight there;
     4.3 TB/s at ~1 us of latency needs ~33 KiB an SM. bench/paged_decode_micro.py --sweep
     times the alternatives on the card.
     """
-    row_bytes = _next_power_of_2(max(head_dim, MIN_DOT_DIM)) * dtype.itemsize
-    if dtype.itemsize == 1:
-        # An FP8 cache: twice the tile's bytes, three stages (76 KiB of shared memory at D=128,
-        # three programs an SM). bench/paged_decode_fp8.py on an H100 (bench/results/
-        # paged_decode_fp8_h100.md): 266 us against 316 for 32 or 64 tokens at 64 x 4K, 138
-        # against 168 at 16 x 8K, 50 against 65 at 1 x 32K (bf16: 355, 209, 55).
-        tile = max(MIN_DOT_DIM, min(128, 2 * TILE_BYTES // row_bytes))
+    padded = _next_power_of_2(max(head_dim, MIN_DOT_DIM))
+    if cache_dtype is not None and cache_dtype.itemsize == 1 and dtype.itemsize == 2:
+        # An FP8 cache read by a 16-bit model: 128 tokens (at D=128) and three stages (76 KiB
+        # of shared memory at D=128 on sm_90, three programs an SM). bench/paged_decode_fp8.py
+        # on an H100 (bench/results/fp8_h100.md): 266 us against 316 for 32 or 64 tokens at
+        # 64 x 4K, 138 against 168 at 16 x 8K, 50 against 65 at 1 x 32K (bf16: 355, 209, 55).
+        # Not for an fp32 model: its widened tiles would pass an sm_89 block's shared memory.
+        tile = max(MIN_DOT_DIM, min(128, 2 * TILE_BYTES // padded))
         return KernelConfig(tile_tokens=tile, num_stages=3)
+    row_bytes = padded * dtype.itemsize
     tile = max(MIN_DOT_DIM, min(128, TILE_BYTES // row_bytes))
     return KernelConfig(tile_tokens=tile)
 
@@ -155,8 +160,7 @@ def paged_decode_attention(
         )
     if not 1 <= num_splits <= MAX_SPLITS:
         raise EngineError(f"num_splits must be between 1 and {MAX_SPLITS}, not {num_splits}.")
-    # Tiles by the cache's bytes: an FP8 cache has its own.
-    config = config or default_kernel_config(head_dim, k_cache.dtype)
+    config = config or default_kernel_config(head_dim, q.dtype, k_cache.dtype)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     block_d = _next_power_of_2(max(head_dim, MIN_DOT_DIM))
     single = num_splits == 1

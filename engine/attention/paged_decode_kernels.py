@@ -109,14 +109,15 @@ def _paged_decode_split_kernel(
         k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         if KV_FP8:
-            # Each token's K and V scale (per KV head) multiplies its column of the scores and
-            # of p, not its D values: the E4M3 values widen exactly to q's dtype for tl.dot,
-            # and the [TILE_N, D] multiplies of dequantizing first are gone.
+            # A token's K scale (per KV head) multiplies its column of the scores, in fp32: K's
+            # E4M3 values widen exactly to q's dtype for tl.dot. V is dequantized here: folding
+            # its scale into p instead rounds p * scale to q's dtype, which in fp16 goes
+            # subnormal for a small V (10% off at |V| ~ 1e-4).
             scale_rows = wide * stride_sn + slots * stride_ss + kv_head  # [TILE_N]
             k_scale = tl.load(k_scale_ptr + scale_rows, mask=valid, other=0.0)
             v_scale = tl.load(v_scale_ptr + scale_rows, mask=valid, other=0.0)
             k = k.to(q.dtype)
-            v = v.to(q.dtype)
+            v = (v.to(tl.float32) * v_scale[:, None]).to(q.dtype)
         upcoming = tokens + TILE_N
         blocks = tl.load(table_row + upcoming // BLOCK_SIZE, mask=upcoming < end, other=0)
 
@@ -129,8 +130,6 @@ def _paged_decode_split_kernel(
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
         l_i = l_i * alpha + tl.sum(p, 1)
-        if KV_FP8:
-            p = p * v_scale[None, :]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 

@@ -12,6 +12,8 @@ an 8B, 4096 outputs); each walks all of K. Imported only where Triton is.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -168,25 +170,34 @@ def fp8_weight_gemv(
         out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
     else:
         out = torch.zeros((rows, outputs), dtype=torch.float32, device=x.device)
-    _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
-        x,
-        weight,
-        scale,
-        out,
-        rows,
-        outputs,
-        inputs,
-        x.stride(0),
-        weight.stride(0),
-        out.stride(0),
-        BLOCK_M=triton.next_power_of_2(rows),
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        SPLIT_K=split_k,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
+    with _on_device(x.device):
+        _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
+            x,
+            weight,
+            scale,
+            out,
+            rows,
+            outputs,
+            inputs,
+            x.stride(0),
+            weight.stride(0),
+            out.stride(0),
+            BLOCK_M=triton.next_power_of_2(rows),
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            SPLIT_K=split_k,
+            num_warps=num_warps,
+            num_stages=num_stages,
+        )
     return out if split_k == 1 else out.to(x.dtype)
+
+
+def _on_device(device: torch.device) -> contextlib.AbstractContextManager:
+    """Triton launches on the current CUDA device, which need not be the tensors' (an engine
+    on cuda:1): made current for the launch where it is not already."""
+    if device.type != "cuda" or device.index in (None, torch.cuda.current_device()):
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
 
 
 def plan(rows: int) -> tuple[str, dict]:
@@ -225,23 +236,24 @@ def fp8_weight_dot(
         raise ValueError(f"fp8_weight_matmul takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
     out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
-    _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n),)](
-        x,
-        weight,
-        scale,
-        out,
-        rows,
-        outputs,
-        inputs,
-        x.stride(0),
-        weight.stride(0),
-        out.stride(0),
-        BLOCK_M=max(16, triton.next_power_of_2(rows)),
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
+    with _on_device(x.device):
+        _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n),)](
+            x,
+            weight,
+            scale,
+            out,
+            rows,
+            outputs,
+            inputs,
+            x.stride(0),
+            weight.stride(0),
+            out.stride(0),
+            BLOCK_M=max(16, triton.next_power_of_2(rows)),
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            num_warps=num_warps,
+            num_stages=num_stages,
+        )
     return out
 
 

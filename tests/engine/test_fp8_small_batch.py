@@ -154,3 +154,24 @@ def test_compiled_linear_calls_the_kernel_as_eager_does() -> None:
     for rows in (1, 3, 70):
         x = torch.randn(rows, 512, device=device, dtype=torch.bfloat16)
         assert torch.equal(compiled(x), linear(x)), rows
+
+
+@pytest.mark.skipif(
+    not (HAS_TRITON and torch.cuda.device_count() >= 2), reason="needs two CUDA devices"
+)
+def test_linear_on_a_second_gpu_runs_there() -> None:
+    """Fp8Linear on cuda:1 while cuda:0 is current: Triton launches on the current device, so
+    the kernels make the tensors' device current for their launch."""
+    from engine.models.fp8 import Fp8Linear, quantize_rows
+
+    device = torch.device("cuda", 1)
+    linear = Fp8Linear(512, 256).to(device)
+    weight, scale = quantize_rows(torch.randn(256, 512, device=device))
+    linear.weight.data, linear.weight_scale.data = weight, scale
+    linear.use_scaled_mm(device, small_batch_kernel=True)
+    x = torch.randn(1, 512, device=device, dtype=torch.bfloat16)
+    reference = x.float() @ (weight.float() * scale).T
+    torch.cuda.set_device(0)
+    out = linear(x)
+    torch.cuda.synchronize(device)
+    assert torch.allclose(out.float(), reference, rtol=2e-2, atol=2e-2)

@@ -197,6 +197,18 @@ def test_default_kernel_config_tiles_about_8_kib() -> None:
         KernelConfig(tile_tokens=48)
 
 
+def test_fp8_cache_tiles_by_the_model_dtype() -> None:
+    """An FP8 cache read by a 16-bit model gets its own tiles (128 tokens, three stages); an
+    fp32 model keeps its own (its widened tiles would not fit an sm_89 block)."""
+    fp8 = torch.float8_e4m3fn
+    assert default_kernel_config(128, torch.bfloat16, fp8) == KernelConfig(128, num_stages=3)
+    assert default_kernel_config(128, torch.float16, fp8) == KernelConfig(128, num_stages=3)
+    assert default_kernel_config(128, torch.float32, fp8) == default_kernel_config(
+        128, torch.float32
+    )
+    assert default_kernel_config(128, torch.bfloat16, torch.bfloat16) == KernelConfig(32)
+
+
 def test_inputs_are_checked_with_a_sentence() -> None:
     good = build_inputs(Case(4, 2, 64, torch.float32, (30,)), torch.device("cpu"))
     bad_cases = [
@@ -252,33 +264,16 @@ def test_kernels_compile_for_hopper(
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from engine.attention import paged_decode_kernels as kernels
 
     def build(fn, constexprs: dict, options: dict):
-        signature = {}
-        for name in fn.arg_names:
-            if name in constexprs:
-                signature[name] = "constexpr"
-            elif name.startswith("part_") or name in ("k_scale_ptr", "v_scale_ptr"):
-                signature[name] = "*fp32"
-            elif name in ("k_ptr", "v_ptr") and kv_fp8:
-                signature[name] = "*fp8e4nv"
-            elif name.endswith("_ptr"):
-                signature[name] = (
-                    "*i32" if name in ("block_tables_ptr", "context_lens_ptr") else f"*{dtype}"
-                )
-            else:
-                signature[name] = "fp32" if name == "scale_log2" else "i32"
-        aligned = [i for i, n in enumerate(fn.arg_names) if n.endswith("_ptr") or "stride" in n]
-        attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}  # as the launcher specializes
-        source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+        return _build(fn, constexprs, options, dtype=dtype, kv_fp8=kv_fp8, arch=90)
 
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-    config = default_kernel_config(head_dim, torch.float8_e4m3fn if kv_fp8 else torch_dtype)
+    config = default_kernel_config(
+        head_dim, torch_dtype, torch.float8_e4m3fn if kv_fp8 else torch_dtype
+    )
     block_d = triton.next_power_of_2(head_dim)
     split = build(
         kernels._paged_decode_split_kernel,
@@ -306,3 +301,62 @@ def test_kernels_compile_for_hopper(
         {"num_warps": 8},
     )
     assert merge.metadata.shared <= 16 * 1024
+
+
+def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arch: int):
+    """The kernel built ahead of time for sm_<arch> (Triton's bundled ptxas), its pointers and
+    strides specialized as the launcher does."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            signature[name] = "constexpr"
+        elif name.startswith("part_") or name in ("k_scale_ptr", "v_scale_ptr"):
+            signature[name] = "*fp32"
+        elif name in ("k_ptr", "v_ptr") and kv_fp8:
+            signature[name] = "*fp8e4nv"
+        elif name.endswith("_ptr"):
+            signature[name] = (
+                "*i32" if name in ("block_tables_ptr", "context_lens_ptr") else f"*{dtype}"
+            )
+        else:
+            signature[name] = "fp32" if name == "scale_log2" else "i32"
+    aligned = [i for i, n in enumerate(fn.arg_names) if n.endswith("_ptr") or "stride" in n]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
+    """An FP8 cache's default launch builds for sm_89 (Ada: L40S, RTX 4090, the first cards with
+    FP8) within a block's 99 KiB of shared memory, whatever the model's dtype (an fp32 model's
+    widened tiles at the FP8 tile size took 202 KiB)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.attention import paged_decode_kernels as kernels
+
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    config = default_kernel_config(head_dim, torch_dtype, torch.float8_e4m3fn)
+    constexprs = {
+        "GROUP": 4,
+        "GROUP_PAD": 16,
+        "HEAD_DIM": head_dim,
+        "BLOCK_D": head_dim,
+        "BLOCK_SIZE": 16,
+        "TILE_N": config.tile_tokens,
+        "SINGLE_SPLIT": False,
+        "KV_FP8": True,
+        "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
+    }
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    built = _build(
+        kernels._paged_decode_split_kernel, constexprs, options, dtype=dtype, kv_fp8=True, arch=89
+    )
+    assert built.metadata.shared <= 101_376, (config, built.metadata.shared)
