@@ -52,11 +52,17 @@ def gemv_configs(rows: int) -> list[dict]:
 
 def dot_configs(rows: int) -> list[dict]:
     grid = itertools.product((16, 32, 64), (128, 256, 512), (4, 8), (3, 4))
-    return [
+    configs = [
         dict(kind="dot", block_n=bn, block_k=bk, num_warps=w, num_stages=s)
         for bn, bk, w, s in grid
         if not (rows > 32 and bk == 512 and s == 4)  # past shared memory
     ]
+    if rows > 16:  # many rows: wider tiles, and K split over programs (fp32 atomics)
+        configs += [
+            dict(kind="dot", block_n=bn, block_k=128, num_warps=w, num_stages=3, split_k=sk)
+            for bn, w, sk in itertools.product((32, 64, 128), (4, 8), (2, 4))
+        ]
+    return configs
 
 
 def run_config(config: dict, x, weights, reference) -> tuple[float, float]:

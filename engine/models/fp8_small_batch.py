@@ -40,7 +40,7 @@ def _fp8_weight_matmul_kernel(
     x_ptr,  # [M, K] bf16
     w_ptr,  # [N, K] float8_e4m3fn
     scale_ptr,  # [N] fp32
-    out_ptr,  # [M, N] bf16
+    out_ptr,  # [M, N]: x's dtype, or fp32 summed into by atomics when SPLIT_K > 1
     M,
     N,
     K,
@@ -50,16 +50,21 @@ def _fp8_weight_matmul_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):
     rows = tl.arange(0, BLOCK_M)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     row_ok = rows < M
     col_ok = cols < N
+    # This program's 1/SPLIT_K of K, in whole tiles (all of K when SPLIT_K is 1).
+    per_split = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
+    k_start = tl.program_id(1) * per_split
+    k_end = tl.minimum(k_start + per_split, K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(k_start, k_end, BLOCK_K):
         k = k0 + ks
-        k_ok = k < K
+        k_ok = k < k_end
         x = tl.load(
             x_ptr + rows[:, None] * stride_xm + k[None, :],
             mask=row_ok[:, None] & k_ok[None, :],
@@ -73,11 +78,12 @@ def _fp8_weight_matmul_kernel(
         acc += tl.dot(x, tl.trans(w.to(x.dtype)))
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]
-    tl.store(
-        out_ptr + rows[:, None] * stride_om + cols[None, :],
-        acc.to(out_ptr.dtype.element_ty),
-        mask=row_ok[:, None] & col_ok[None, :],
-    )
+    offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
+    mask = row_ok[:, None] & col_ok[None, :]
+    if SPLIT_K == 1:
+        tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.atomic_add(offsets, acc, mask=mask, sem="relaxed")
 
 
 @triton.jit
@@ -166,10 +172,7 @@ def fp8_weight_gemv(
     if weight.shape[1] != inputs:
         raise ValueError(f"fp8_weight_gemv takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
-    if split_k == 1:
-        out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
-    else:
-        out = torch.zeros((rows, outputs), dtype=torch.float32, device=x.device)
+    out = _output(x, outputs, split_k)
     with _on_device(x.device):
         _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,
@@ -190,6 +193,13 @@ def fp8_weight_gemv(
             num_stages=num_stages,
         )
     return out if split_k == 1 else out.to(x.dtype)
+
+
+def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
+    """The product's buffer: in x's dtype, or fp32 zeros that split-K's programs add into."""
+    if split_k == 1:
+        return torch.empty((x.shape[0], outputs), dtype=x.dtype, device=x.device)
+    return torch.zeros((x.shape[0], outputs), dtype=torch.float32, device=x.device)
 
 
 def _on_device(device: torch.device) -> contextlib.AbstractContextManager:
@@ -228,16 +238,18 @@ def fp8_weight_dot(
     block_k: int,
     num_warps: int,
     num_stages: int,
+    split_k: int = 1,
 ) -> torch.Tensor:
-    """The tensor-core kernel with its tile sizes given (rows padded to at least 16)."""
+    """The tensor-core kernel with its tile sizes given (rows padded to at least 16); split_k > 1
+    as fp8_weight_gemv's."""
     rows, inputs = x.shape
     outputs = weight.shape[0]
     if weight.shape[1] != inputs:
         raise ValueError(f"fp8_weight_matmul takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
-    out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
+    out = _output(x, outputs, split_k)
     with _on_device(x.device):
-        _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n),)](
+        _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,
             weight,
             scale,
@@ -251,10 +263,11 @@ def fp8_weight_dot(
             BLOCK_M=max(16, triton.next_power_of_2(rows)),
             BLOCK_N=block_n,
             BLOCK_K=block_k,
+            SPLIT_K=split_k,
             num_warps=num_warps,
             num_stages=num_stages,
         )
-    return out
+    return out if split_k == 1 else out.to(x.dtype)
 
 
 @torch.library.custom_op("longdoc::fp8_weight_matmul", mutates_args=())

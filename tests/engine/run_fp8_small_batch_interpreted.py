@@ -12,22 +12,31 @@ from tests.engine.run_paged_decode_interpreted import _patch_interpreter
 # (rows, outputs, inputs): one row (the GEMV) within one K tile and over two ragged ones, a ragged
 # K, more rows than 16 (BLOCK_M 32), a ragged N.
 SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
-# The GEMV with explicit tiles (bench/fp8_matmul_sweep.py's): several rows, split-K by atomics.
-GEMV_CASES = [
+# Explicit tiles (bench/fp8_matmul_sweep.py's): the GEMV with several rows and split-K by atomics
+# (uneven splits, an empty one), the tensor-core kernel split along K.
+TILE_CASES = [
     ((2, 24, 520), dict(block_n=16, block_k=128, split_k=3)),
     ((1, 40, 1000), dict(block_n=8, block_k=256, split_k=4)),
+    ((33, 40, 600), dict(kind="dot", block_n=32, block_k=128, split_k=3)),
+    ((64, 16, 300), dict(kind="dot", block_n=16, block_k=128, split_k=4)),
 ]
 
 
 def check(
-    rows: int, outputs: int, inputs: int, device: torch.device, gemv: dict | None = None
+    rows: int, outputs: int, inputs: int, device: torch.device, tiles: dict | None = None
 ) -> dict:
     from functools import partial
 
     from engine.models.fp8 import dequantize, quantize_rows
-    from engine.models.fp8_small_batch import fp8_weight_gemv, fp8_weight_matmul
+    from engine.models.fp8_small_batch import fp8_weight_dot, fp8_weight_gemv, fp8_weight_matmul
 
-    product = fp8_weight_matmul if gemv is None else partial(fp8_weight_gemv, **gemv)
+    if tiles is None:  # as the engine multiplies: plan() picks
+        product = fp8_weight_matmul
+    elif tiles.get("kind") == "dot":
+        options = {k: v for k, v in tiles.items() if k != "kind"}
+        product = partial(fp8_weight_dot, num_warps=4, num_stages=3, **options)
+    else:
+        product = partial(fp8_weight_gemv, **tiles)
     generator = torch.Generator().manual_seed(rows * 1000 + outputs)
     x = torch.randn(rows, inputs, generator=generator).to(device, torch.bfloat16)
     weight, scale = quantize_rows(torch.randn(outputs, inputs, generator=generator).to(device))
@@ -54,7 +63,7 @@ def main() -> None:
     torch.set_num_threads(1)
     cpu = torch.device("cpu")
     results = [check(*shape, cpu) for shape in SHAPES]
-    results += [check(*shape, cpu, gemv) for shape, gemv in GEMV_CASES]
+    results += [check(*shape, cpu, tiles) for shape, tiles in TILE_CASES]
     print(json.dumps(results))
 
 

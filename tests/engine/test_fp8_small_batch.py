@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.engine.run_fp8_small_batch_interpreted import GEMV_CASES, SHAPES, check
+from tests.engine.run_fp8_small_batch_interpreted import SHAPES, TILE_CASES, check
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -40,7 +40,7 @@ def test_kernel_matches_fp32_product_interpreted() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(results) == len(SHAPES) + len(GEMV_CASES)
+    assert len(results) == len(SHAPES) + len(TILE_CASES)
     for result in results:
         _assert_matches(result)
 
@@ -52,9 +52,9 @@ def test_kernel_matches_fp32_product_cuda(shape: tuple[int, int, int]) -> None:
 
 
 @needs_cuda
-@pytest.mark.parametrize(("shape", "gemv"), GEMV_CASES)
-def test_gemv_tiles_match_fp32_product_cuda(shape: tuple[int, int, int], gemv: dict) -> None:
-    _assert_matches(check(*shape, torch.device("cuda"), gemv))
+@pytest.mark.parametrize(("shape", "tiles"), TILE_CASES)
+def test_explicit_tiles_match_fp32_product_cuda(shape: tuple[int, int, int], tiles: dict) -> None:
+    _assert_matches(check(*shape, torch.device("cuda"), tiles))
 
 
 @needs_cuda
@@ -114,7 +114,7 @@ def test_kernel_compiles_for_hopper(rows: int) -> None:
         constexprs |= {"BLOCK_M": triton.next_power_of_2(rows), "SPLIT_K": 1}
     else:
         fn = kernels._fp8_weight_matmul_kernel
-        constexprs |= {"BLOCK_M": max(16, triton.next_power_of_2(rows))}
+        constexprs |= {"BLOCK_M": max(16, triton.next_power_of_2(rows)), "SPLIT_K": 1}
     assert (kind == "gemv") == (rows == 1)
     kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
     signature = {
