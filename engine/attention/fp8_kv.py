@@ -13,6 +13,8 @@ keys are written there exactly (not rounded), as the chunk attends to them.
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
 from typing import NamedTuple
 
 import torch
@@ -45,7 +47,13 @@ def write_pages(
     v_pages: QuantizedPages,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Quantize rows' K/V [T, KV, D] into their slots [T] (a scatter: graph-safe)."""
+    """Quantize rows' K/V [T, KV, D] into their slots [T] (a scatter: graph-safe). On CUDA one
+    Triton kernel does it all (fp8_kv_kernels.py), elsewhere torch."""
+    if k.is_cuda and _fused_kernels() is not None:
+        _fused_kernels().write_pages_fused(
+            k, v, k_pages.data, v_pages.data, k_pages.scale, v_pages.scale, slot_mapping
+        )
+        return
     for x, pages in ((k, k_pages), (v, v_pages)):
         data, scale = quantize_heads(x)
         num_kv_heads, head_dim = data.shape[1], data.shape[2]
@@ -53,6 +61,15 @@ def write_pages(
         slots = pages.data.view(torch.uint8).view(-1, num_kv_heads, head_dim)
         slots.index_copy_(0, slot_mapping, data.view(torch.uint8))
         pages.scale.view(-1, num_kv_heads).index_copy_(0, slot_mapping, scale)
+
+
+@functools.cache
+def _fused_kernels() -> ModuleType | None:
+    try:
+        from engine.attention import fp8_kv_kernels
+    except ImportError:  # no triton
+        return None
+    return fp8_kv_kernels
 
 
 def dequantize_pages(

@@ -44,6 +44,18 @@ def _patch_interpreter() -> None:
         return create_dot(self, widen(a), widen(b), *rest, **kwargs)
 
     interpreter.InterpreterBuilder.create_dot = patched_dot
+    # fp32 -> E4M3 as the GPU's cvt.rn.satfinite does it (round to nearest even): the
+    # interpreter's own downcast truncates, and its rounding drops the carry into the exponent
+    # (1.97 became 1.0, not 2.0). torch's cast rounds alike; values past 448 are clamped before.
+    convert_float = interpreter._convert_float
+
+    def patched_convert_float(data, input_dtype, output_dtype, rounding_mode):
+        if input_dtype == tl.float32 and output_dtype == tl.float8e4nv:
+            wide = torch.from_numpy(np.ascontiguousarray(data).view(np.float32))
+            return wide.to(torch.float8_e4m3fn).view(torch.uint8).numpy().reshape(data.shape)
+        return convert_float(data, input_dtype, output_dtype, rounding_mode)
+
+    interpreter._convert_float = patched_convert_float
 
 
 def main(out_path: str) -> None:

@@ -222,16 +222,26 @@ def test_fp8_cache_decode_error_does_not_grow_as_v_shrinks() -> None:
     """The paged decode kernel over an FP8 cache, fp16 model, under Triton's interpreter: V's
     scales stay with V (a version that folded them into the probabilities rounded p * scale to
     fp16, subnormal for a small V: 0.0106 at |V| ~ 1e-3 against 0.0003 at ~1, 10% at 1e-4)."""
+    from tests.engine.run_fp8_cache_small_v_interpreted import GAINS
+
+    results = _run_interpreted("tests.engine.run_fp8_cache_small_v_interpreted")
+    assert [r["v_gain"] for r in results] == list(GAINS)
+    at_one = results[0]["rel_l2"]
+    # The reference dequantizes in fp32; the kernel rounds V and p to fp16 (2**-11 each): the
+    # error is a few times that, and relative, so the same at any magnitude of V.
+    for result in results:
+        assert result["rel_l2"] <= max(3 * at_one, 2**-9), results
+
+
+def _run_interpreted(module: str) -> list:
     import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    from tests.engine.run_fp8_cache_small_v_interpreted import GAINS
-
     done = subprocess.run(
-        [sys.executable, "-m", "tests.engine.run_fp8_cache_small_v_interpreted"],
+        [sys.executable, "-m", module],
         cwd=Path(__file__).resolve().parents[2],
         env={**os.environ, "TRITON_INTERPRET": "1"},
         capture_output=True,
@@ -239,10 +249,64 @@ def test_fp8_cache_decode_error_does_not_grow_as_v_shrinks() -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [r["v_gain"] for r in results] == list(GAINS)
-    at_one = results[0]["rel_l2"]
-    # The reference dequantizes in fp32; the kernel rounds V and p to fp16 (2**-11 each): the
-    # error is a few times that, and relative, so the same at any magnitude of V.
-    for result in results:
-        assert result["rel_l2"] <= max(3 * at_one, 2**-9), results
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+def test_fused_write_matches_the_torch_write_interpreted() -> None:
+    """The one-kernel FP8 KV write (CUDA's path) under Triton's interpreter writes the same
+    bytes and scales as write_pages' torch path, for bf16, fp16 and fp32 rows, a D that is no
+    power of two and an all-zero row."""
+    from tests.engine.run_fp8_kv_write_interpreted import SHAPES
+
+    results = _run_interpreted("tests.engine.run_fp8_kv_write_interpreted")
+    assert len(results) == len(SHAPES)
+    assert all(result["same"] for result in results), results
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or not torch.cuda.is_available(),
+    reason="needs a CUDA device (and triton)",
+)
+def test_fused_write_matches_the_torch_write_cuda() -> None:
+    from tests.engine.run_fp8_kv_write_interpreted import SHAPES, check
+
+    for shape in SHAPES:
+        assert check(*shape, torch.device("cuda"))["same"], shape
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_fused_write_builds_for_hopper(dtype: str) -> None:
+    """Ahead of time, no GPU needed (Triton's bundled ptxas): the write kernel builds for sm_90."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.attention.fp8_kv_kernels import _write_pages_kernel as fn
+
+    constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128}
+    kinds = {
+        "k_ptr": f"*{dtype}",
+        "v_ptr": f"*{dtype}",
+        "slot_ptr": "*i64",
+        "k_data_ptr": "*fp8e4nv",
+        "v_data_ptr": "*fp8e4nv",
+        "k_scale_ptr": "*fp32",
+        "v_scale_ptr": "*fp32",
+        "fp8_max": "fp32",
+        "min_scale": "fp32",
+    }
+    signature = {
+        name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
+    }
+    built = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 1},
+    )
+    assert "cvt.rn.satfinite.e4m3x2.f32" in built.asm["ptx"]
