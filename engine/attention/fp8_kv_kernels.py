@@ -22,8 +22,14 @@ from engine.models.fp8 import FP8_MAX, MIN_SCALE
 @triton.jit
 def _quantize_row(x_ptr, data_ptr, scale_ptr, dims, dim_ok, fp8_max, min_scale):
     x = tl.load(x_ptr + dims, mask=dim_ok, other=0.0).to(tl.float32)
-    scale = tl.maximum(tl.max(tl.abs(x), axis=0) / fp8_max, min_scale)
-    quantized = tl.clamp(tl.math.div_rn(x, scale), -fp8_max, fp8_max)
+    # IEEE divisions (div_rn), as torch's: Triton's `/` is div.full.f32 on a GPU (2 ulp).
+    scale = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), fp8_max), min_scale)
+    # A NaN in the row makes its scale NaN, as torch's amax does (tl.max skips NaN): the row then
+    # reads back NaN, not as plausible numbers. NaN quotients (inf / inf too) stay NaN: the clamp
+    # (min/max on a GPU) would make them +-448.
+    scale = tl.where(tl.sum((x != x).to(tl.int32), axis=0) > 0, float("nan"), scale)
+    quotient = tl.math.div_rn(x, scale)
+    quantized = tl.where(quotient != quotient, quotient, tl.clamp(quotient, -fp8_max, fp8_max))
     tl.store(data_ptr + dims, quantized.to(data_ptr.dtype.element_ty), mask=dim_ok)
     tl.store(scale_ptr, scale)
 

@@ -23,6 +23,9 @@ def check(tokens: int, heads: int, dim: int, dtype: torch.dtype, device: torch.d
     k = (torch.randn(tokens, heads, dim, generator=generator) * 3).to(device, dtype)
     v = torch.randn(tokens, heads, dim, generator=generator).to(device, dtype)
     k[0, 0] = 0.0  # an all-zero row: the smallest scale, zeros
+    if tokens > 2:  # a NaN and an inf, which must read back as what they are
+        v[1, 0, 3] = float("nan")
+        k[2, heads - 1, 1] = float("inf")
     slots = torch.randperm(num_blocks * block_size, generator=generator)[:tokens].to(device)
 
     def pages() -> QuantizedPages:
@@ -35,11 +38,17 @@ def check(tokens: int, heads: int, dim: int, dtype: torch.dtype, device: torch.d
     write_pages(k.cpu(), v.cpu(), torch_k, torch_v, slots.cpu())  # the torch path (CPU)
     write_pages_fused(k, v, fused_k.data, fused_v.data, fused_k.scale, fused_v.scale, slots)
     same = all(
-        torch.equal(a.data.cpu().view(torch.uint8), b.data.view(torch.uint8))
-        and torch.equal(a.scale.cpu(), b.scale)
+        _same(a.data.cpu().float(), b.data.float())
+        and torch.equal(a.data.cpu().float().isnan(), b.data.float().isnan())
+        and _same(a.scale.cpu(), b.scale)
         for a, b in ((fused_k, torch_k), (fused_v, torch_v))
     )
     return {"shape": [tokens, heads, dim, str(dtype)], "same": same}
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN where the other is NaN (a NaN's sign bit may differ)."""
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
 
 
 def main() -> None:
