@@ -10,12 +10,11 @@ MIN_SCALE), the division is IEEE (div_rn), and the cast rounds to nearest even.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import triton
 import triton.language as tl
 
+from engine.device_guard import on_device
 from engine.models.fp8 import FP8_MAX, MIN_SCALE
 
 
@@ -95,7 +94,7 @@ def write_pages_fused(
         return
     if k.stride(2) != 1 or v.stride(2) != 1:
         k, v = k.contiguous(), v.contiguous()
-    with torch.cuda.device(k.device) if k.is_cuda else contextlib.nullcontext():
+    with on_device(k.device):
         _write_pages_kernel[(num_tokens, num_kv_heads)](
             k, v, slot_mapping, k_data, v_data, k_scale, v_scale,
             k.stride(0), k.stride(1), v.stride(0), v.stride(1),

@@ -14,7 +14,6 @@ count, dtype, head layout) compiles the kernels, seconds: make it before the cap
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from types import ModuleType
 
 import torch
 
+from engine.device_guard import on_device
 from engine.errors import EngineError
 
 LOG2_E = 1.4426950408889634
@@ -173,7 +173,7 @@ def paged_decode_attention(
         part_lse = torch.empty(
             batch_size, num_heads, num_splits, dtype=torch.float32, device=q.device
         )
-    with _device_guard(q.device):
+    with on_device(q.device):
         kernels._paged_decode_split_kernel[(batch_size, num_kv_heads, num_splits)](
             q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out,
             part_lse,
@@ -344,11 +344,6 @@ def _num_sms(device: torch.device) -> int:
     if device.type != "cuda":
         return INTERPRETER_NUM_SMS
     return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _device_guard(device: torch.device):
-    # Triton launches on the current CUDA device, which need not be the tensors'.
-    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _next_power_of_2(n: int) -> int:

@@ -1,7 +1,8 @@
 """FP8 weights times bf16 activations for a few rows (decode steps): Triton kernels that read
-the E4M3 weight once, widen it in registers, multiply, then apply the row scales. No activation is quantized, so a decode step skips the per-token quantization
-that torch._scaled_mm needs (eight small kernels per projection, about half a decode step's time
-at batch 1 on the H200), and the weight bytes it reads are half of bf16's.
+the E4M3 weight once, widen it in registers, multiply, then apply the row scales. No activation
+is quantized, so a decode step skips the per-token quantization that torch._scaled_mm needs
+(eight small kernels per projection, about half a decode step's time at batch 1 on the H200),
+and the weight bytes it reads are half of bf16's.
 
 Two kernels, chosen by rows (plan): for one row (a single stream's decode step) a tensor-core-free
 GEMV that widens each weight tile to fp32 in registers; for 2-64 rows the tensor-core kernel,
@@ -12,11 +13,11 @@ an 8B, 4096 outputs); each walks all of K. Imported only where Triton is.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import triton
 import triton.language as tl
+
+from engine.device_guard import on_device
 
 MAX_ROWS = 64  # the kernels take up to this many rows
 # What Fp8Linear sends them. At 64 rows (64 streams decoding) torch._scaled_mm was faster end to
@@ -173,7 +174,7 @@ def fp8_weight_gemv(
         raise ValueError(f"fp8_weight_gemv takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
     out = _output(x, outputs, split_k)
-    with _on_device(x.device):
+    with on_device(x.device):
         _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,
             weight,
@@ -200,14 +201,6 @@ def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
     if split_k == 1:
         return torch.empty((x.shape[0], outputs), dtype=x.dtype, device=x.device)
     return torch.zeros((x.shape[0], outputs), dtype=torch.float32, device=x.device)
-
-
-def _on_device(device: torch.device) -> contextlib.AbstractContextManager:
-    """Triton launches on the current CUDA device, which need not be the tensors' (an engine
-    on cuda:1): made current for the launch where it is not already."""
-    if device.type != "cuda" or device.index in (None, torch.cuda.current_device()):
-        return contextlib.nullcontext()
-    return torch.cuda.device(device)
 
 
 def plan(rows: int) -> tuple[str, dict]:
@@ -248,7 +241,7 @@ def fp8_weight_dot(
         raise ValueError(f"fp8_weight_matmul takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
     out = _output(x, outputs, split_k)
-    with _on_device(x.device):
+    with on_device(x.device):
         _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,
             weight,
