@@ -14,7 +14,12 @@ from pathlib import Path
 import torch
 
 from bench._flops import Shape
-from bench._models import hf_state_dict, write_config_and_tokenizer, write_weights
+from bench._models import (
+    hf_state_dict,
+    random_fp8_checkpoint,
+    write_config_and_tokenizer,
+    write_weights,
+)
 from engine import EngineConfig, LLMEngine, SamplingParams
 
 
@@ -93,6 +98,17 @@ def engine_from_hf(hf_holder: list, folder: Path, config_kwargs: dict) -> tuple[
     hf_holder.clear()
     free_memory()
     return engine, how
+
+
+def fp8_engine(shape: str, folder: Path, config_kwargs: dict) -> LLMEngine:
+    """An engine on random FP8 weights of `shape` built directly on the config's device (no
+    transformers model: a 70B does not fit in bf16), handed over tensor by tensor."""
+    device = torch.device(config_kwargs["device"])
+    state = random_fp8_checkpoint(shape, folder, device=device)
+    engine = LLMEngine(EngineConfig(model_path=folder, **config_kwargs), state_dict=state)
+    del state
+    free_memory()
+    return engine
 
 
 def free_memory() -> None:

@@ -27,13 +27,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from bench import _engine_runs as er  # noqa: E402
-from bench._models import (  # noqa: E402
-    random_fp8_checkpoint,
-    random_hf_model,
-    write_config_and_tokenizer,
-)
+from bench._models import random_hf_model  # noqa: E402
 from bench.generate import random_prompt  # noqa: E402
-from engine import EngineConfig, LLMEngine  # noqa: E402
 
 
 def main() -> int:
@@ -65,14 +60,10 @@ def main() -> int:
         kv_dtype=args.kv_dtype,
         fp8_small_batch_kernel=args.fp8_small_batch_kernel,
     )
-    if args.weights == "fp8":  # E4M3 weights built directly, as bench/generate.py does
-        state = random_fp8_checkpoint("llama3-8b-random", folder, device=device)
-        engine = LLMEngine(EngineConfig(model_path=folder, **config_kwargs), state_dict=state)
-        del state
-        er.free_memory()
+    if args.weights == "fp8":  # E4M3 weights built directly
+        engine = er.fp8_engine("llama3-8b-random", folder, config_kwargs)
     else:
         model = random_hf_model("llama3-8b-random", device=device, dtype=torch.bfloat16)
-        write_config_and_tokenizer(model, folder)
         engine, _ = er.engine_from_hf([model], folder, config_kwargs)
     vocab = engine.model_args.vocab_size
     params = er.fixed_length(args.steps + 200)

@@ -56,7 +56,6 @@ import torch  # noqa: E402
 from bench import _engine_runs as er  # noqa: E402
 from bench._models import (  # noqa: E402
     default_gguf_path,
-    random_fp8_checkpoint,
     random_hf_model,
     write_config_and_tokenizer,
 )
@@ -446,10 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.weights == "fp8" and "hf" not in parts:
             # FP8 weights built directly (the 70B does not fit in bf16); no transformers model.
             started = time.perf_counter()
-            state = random_fp8_checkpoint(args.shape, folder, device=device)
-            engine = LLMEngine(EngineConfig(model_path=folder, **config_kwargs), state_dict=state)
-            del state
-            er.free_memory()
+            engine = er.fp8_engine(args.shape, folder, config_kwargs)
             results["load_s"] = time.perf_counter() - started
         else:
             model = random_hf_model(args.shape, device=device, dtype=torch.bfloat16)
