@@ -34,11 +34,14 @@ if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
 fi
 if [ "${ONLY:-23}" = 23 ]; then
     # Issue 23: FP8 on this card, most wanted first (the call's 600 s may cut the last steps).
-    # The kernels' tests (the fused FP8 KV write's first run on a GPU), the engine end to end
+    # The kernels' tests (the fused FP8 KV write's first run on a GPU), the FP8 decode tiles and
+    # its fp16 dots against bf16's, the engine end to end
     # (kernels against _scaled_mm), where a step goes, the products at 32 and 64 rows (where
-    # Fp8Linear hands over to _scaled_mm: LINEAR_ROWS), the FP8 decode tiles, then compiled.
-    step 90 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
-        tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py -q -o addopts= -x
+    # Fp8Linear hands over to _scaled_mm: LINEAR_ROWS), then compiled.
+    step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+        tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py \
+        tests/engine/test_paged_decode.py -q -o addopts= -x
+    step 100 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     step 90 gen-fp8 "${fp8[@]}" --label "$label.fp8"
@@ -47,7 +50,6 @@ if [ "${ONLY:-23}" = 23 ]; then
         --kernels --batches 1 64 --steps 20
     step 120 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 32 64 --budget-s 100 \
         --out "$out/fp8_matmul_sweep_$label.json"
-    step 60 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
     step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
     step 150 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --compile \
         --parts single concurrent --label "$label.bf16.compile" --out-dir "$out"

@@ -1,6 +1,7 @@
 """The paged decode kernel on an FP8 KV cache against the same kernel on bf16, on a GPU: tile
-sizes, warps and stages for the FP8 cache, at the 8B's attention shape (32 query heads, 8 KV
-heads, D=128, pages of 16 tokens handed out in shuffled order).
+sizes, warps and stages for the FP8 cache, and its dots in fp16 against K and V dequantized to
+bf16, at the 8B's attention shape (32 query heads, 8 KV heads, D=128, pages of 16 tokens
+handed out in shuffled order).
 
 Usage: python3 bench/paged_decode_fp8.py --out FILE.json
 Times: per call, from a CUDA graph of 16 calls (each on another block table over its own
@@ -81,7 +82,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     device = torch.device("cuda")
-    configs = [None] + [
+    # The default, the same tiles with K and V dequantized to bf16 (fp16_dots off: the kernel
+    # before its dots went to fp16), then the sweep.
+    configs = [None, KernelConfig(tile_tokens=128, num_stages=3, fp16_dots=False)] + [
         KernelConfig(tile_tokens=t, num_warps=w, num_stages=s)
         for t, w, s in itertools.product((32, 64, 128), (4, 8), (3, 4))
     ]

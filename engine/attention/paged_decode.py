@@ -50,6 +50,9 @@ class KernelConfig:
     tile_tokens: int  # tokens per iteration: several pages, a power of two >= 16
     num_warps: int = 4
     num_stages: int = 4
+    # An FP8 cache read by a 16-bit model: both dots in fp16 (the kernel's FP16_DOTS); False
+    # dequantizes K and V to the model's dtype (bench/paged_decode_fp8.py times both).
+    fp16_dots: bool = True
 
     def __post_init__(self) -> None:
         n = self.tile_tokens
@@ -194,6 +197,7 @@ def paged_decode_attention(
             TILE_N=config.tile_tokens,
             SINGLE_SPLIT=single,
             KV_FP8=is_fp8,
+            FP16_DOTS=is_fp8 and config.fp16_dots and q.dtype.itemsize == 2,
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             num_warps=config.num_warps,
             num_stages=config.num_stages,

@@ -52,6 +52,7 @@ def _paged_decode_split_kernel(
     TILE_N: tl.constexpr,
     SINGLE_SPLIT: tl.constexpr,
     KV_FP8: tl.constexpr,
+    FP16_DOTS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
@@ -79,6 +80,18 @@ def _paged_decode_split_kernel(
         mask=row_ok[:, None] & dim_ok[None, :],
         other=0.0,
     )  # [GROUP_PAD, BLOCK_D]
+    # The scores' factor per token: the softmax scale, times a token's K scale on an FP8 cache.
+    score_gain = scale_log2
+    if FP16_DOTS:
+        # An FP8 cache read by a 16-bit model: both dots in fp16, E4M3 widening to fp16 in one
+        # instruction for two values (to bf16 it takes a detour through fp32). q goes to fp16
+        # exactly where it fits; a q above 16384 is scaled down first (by q_gain, undone in the
+        # scores' factor), so that nothing overflows fp16's 65504.
+        q_wide = q.to(tl.float32)
+        q_max = tl.max(tl.max(tl.abs(q_wide), 1), 0)
+        q_gain = tl.where(q_max > 16384.0, 16384.0 / q_max, 1.0)
+        q = (q_wide * q_gain).to(tl.float16)
+        score_gain = scale_log2 / q_gain
 
     m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)  # running max (log2 domain)
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)  # running sum of exp2(s - m_i)
@@ -110,27 +123,45 @@ def _paged_decode_split_kernel(
         v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         if KV_FP8:
             # A token's K scale (per KV head) multiplies its column of the scores, in fp32: K's
-            # E4M3 values widen exactly to q's dtype for tl.dot. V is dequantized here: folding
-            # its scale into p instead rounds p * scale to q's dtype, which in fp16 goes
-            # subnormal for a small V (10% off at |V| ~ 1e-4).
+            # E4M3 values widen exactly to q's dtype (or fp16) for tl.dot.
             scale_rows = wide * stride_sn + slots * stride_ss + kv_head  # [TILE_N]
             k_scale = tl.load(k_scale_ptr + scale_rows, mask=valid, other=0.0)
             v_scale = tl.load(v_scale_ptr + scale_rows, mask=valid, other=0.0)
-            k = k.to(q.dtype)
-            v = (v.to(tl.float32) * v_scale[:, None]).to(q.dtype)
+            if FP16_DOTS:
+                k = k.to(tl.float16)
+                v = v.to(tl.float16)  # exact: V's scales go into p, below
+            else:
+                # V dequantized (an fp32 model: its dots are fp32 anyway).
+                k = k.to(q.dtype)
+                v = (v.to(tl.float32) * v_scale[:, None]).to(q.dtype)
+            token_gain = k_scale * score_gain  # [TILE_N]
         upcoming = tokens + TILE_N
         blocks = tl.load(table_row + upcoming // BLOCK_SIZE, mask=upcoming < end, other=0)
 
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [GROUP_PAD, TILE_N]
-        if KV_FP8:
-            scores = scores * k_scale[None, :]
-        scores = tl.where(valid[None, :], scores * scale_log2, float("-inf"))
+        if KV_FP8:  # noqa: SIM108 (a compile-time branch)
+            scores = scores * token_gain[None, :]
+        else:
+            scores = scores * scale_log2
+        scores = tl.where(valid[None, :], scores, float("-inf"))
         # Every tile holds at least one valid token, so m_new is finite from the first tile on.
         m_new = tl.maximum(m_i, tl.max(scores, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        if FP16_DOTS:
+            # Each weight times its token's V scale, in fp32, then divided by the row's largest
+            # (top): the fp16 operand is at most 1 with its largest term 1 (to a rounding), so what
+            # rounds to fp16 subnormals is below 2**-14 of the row's largest term (a V scale
+            # folded into p alone went subnormal for a small V: 10% off at |V| ~ 1e-4).
+            weighted = p * v_scale[None, :]
+            top = tl.max(weighted, 1)  # [GROUP_PAD]
+            top = tl.where(top > 0, top, 1.0)
+            share = (weighted * (1.0 / top)[:, None]).to(tl.float16)
+            update = tl.dot(share, v) * top[:, None]
+        else:
+            update = tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        acc = acc * alpha[:, None] + update
         m_i = m_new
 
     # An empty split (or a padding row, context 0) has l_i = 0: output 0, lse -inf.

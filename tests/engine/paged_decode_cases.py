@@ -17,6 +17,7 @@ import torch
 from engine.attention.fp8_kv import quantize_heads
 from engine.attention.paged_decode import (
     KernelConfig,
+    default_kernel_config,
     paged_decode_attention,
     paged_decode_reference,
 )
@@ -27,8 +28,9 @@ from engine.attention.paged_decode import (
 # whose rounding alone is up to 2**-9 (bf16) or 2**-12 (fp16) of its magnitude.
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1e-2, 1e-2)}
 # An FP8 cache: the reference dequantizes in fp32; the kernel widens E4M3 exactly and applies each
-# token's scales to its scores and probabilities, so the probabilities times V's scale round
-# once to q's dtype (up to 2**-9 in bf16) where the reference rounds nothing: twice the tolerance.
+# token's K scale to its scores; V is dequantized to q's dtype (up to 2**-9 in bf16), or with fp16
+# dots its scales go into the probabilities, rounded once to fp16, where the reference rounds
+# nothing: twice the tolerance.
 FP8_KV_TOLERANCE_FACTOR = 2
 
 
@@ -45,6 +47,7 @@ class Case:
     scale: float | None = None
     q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
     kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
+    fp16_dots: bool = True  # KernelConfig.fp16_dots (an FP8 cache and a 16-bit model)
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -66,6 +69,10 @@ CASES: dict[str, Case] = {
     "all_padding_fp32": Case(4, 2, 64, torch.float32, (0, 0), num_splits=4),
     "g3_d64_fp32_fp8_kv": Case(9, 3, 64, torch.float32, MIXED, kv_fp8=True),
     "g4_d128_bf16_fp8_kv_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True),
+    "g4_d128_fp16_fp8_kv": Case(8, 2, 128, torch.float16, (1, 16, 300, 0), kv_fp8=True),
+    "g4_d128_bf16_fp8_kv_model_dtype_dots": Case(8, 2, 128, torch.bfloat16, (17, 300), kv_fp8=True, fp16_dots=False),
+    # q past fp16's range (|q| up to ~4e5 in bf16): the fp16 dots scale it down first.
+    "large_q_bf16_fp8_kv": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True),
 }  # fmt: skip
 
 
@@ -109,7 +116,12 @@ def run_case(case: Case, device: torch.device) -> dict:
     try:
         inputs = build_inputs(case, device)
         out = torch.full_like(inputs["q"], float("nan"))
-        config = KernelConfig(tile_tokens=case.tile_tokens) if case.tile_tokens else None
+        config = None
+        if case.tile_tokens or not case.fp16_dots:
+            default = default_kernel_config(
+                case.head_dim, case.dtype, inputs["k_cache"].dtype
+            ).tile_tokens
+            config = KernelConfig(case.tile_tokens or default, fp16_dots=case.fp16_dots)
         result = paged_decode_attention(
             **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config
         )

@@ -286,6 +286,7 @@ def test_kernels_compile_for_hopper(
             "TILE_N": config.tile_tokens,
             "SINGLE_SPLIT": single,
             "KV_FP8": kv_fp8,
+            "FP16_DOTS": kv_fp8 and dtype != "fp32",
             "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
         },
         {"num_warps": config.num_warps, "num_stages": config.num_stages},
@@ -353,6 +354,7 @@ def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
         "TILE_N": config.tile_tokens,
         "SINGLE_SPLIT": False,
         "KV_FP8": True,
+        "FP16_DOTS": dtype != "fp32",
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
     }
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
