@@ -21,6 +21,7 @@ from bench._models import (
     write_weights,
 )
 from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.attention.fp8_kv import SCALE_BYTES
 
 
 def fixed_length(max_new_tokens: int) -> SamplingParams:
@@ -37,11 +38,18 @@ def engine_takes_state_dict() -> bool:
     return "state_dict" in inspect.signature(LLMEngine.__init__).parameters
 
 
-def kv_cache_bytes(shape: Shape, dtype: torch.dtype, num_tokens: int, block_size: int) -> int:
-    """K and V of every layer for num_tokens + 1 tokens, rounded up to whole blocks."""
+def kv_cache_bytes(
+    shape: Shape, dtype: torch.dtype, num_tokens: int, block_size: int, kv_dtype: str = "auto"
+) -> int:
+    """K and V of every layer for num_tokens + 1 tokens, rounded up to whole blocks; kv_dtype
+    "fp8": a byte a value and an fp32 scale a token and KV head (engine/attention/fp8_kv.py)."""
     num_blocks = -(-(num_tokens + 1) // block_size)
-    per_token = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim
-    return num_blocks * block_size * per_token * torch.tensor([], dtype=dtype).element_size()
+    heads = 2 * shape.num_layers * shape.num_kv_heads
+    if kv_dtype == "fp8":
+        per_token = heads * (shape.head_dim + SCALE_BYTES)
+    else:
+        per_token = heads * shape.head_dim * torch.tensor([], dtype=dtype).element_size()
+    return num_blocks * block_size * per_token
 
 
 def engine_config_kwargs(
@@ -55,6 +63,7 @@ def engine_config_kwargs(
     block_size: int,
     compile: bool,
     cache_dir: Path | None = None,
+    kv_dtype: str = "auto",
 ) -> dict:
     """EngineConfig arguments (all but model_path) for timing one prompt of num_tokens."""
     return dict(
@@ -63,7 +72,8 @@ def engine_config_kwargs(
         dtype=DTYPE_NAMES[dtype],
         attention_backend=backend,
         block_size=block_size,
-        max_kv_cache_bytes=kv_cache_bytes(shape, dtype, num_tokens, block_size),
+        kv_dtype=kv_dtype,
+        max_kv_cache_bytes=kv_cache_bytes(shape, dtype, num_tokens, block_size, kv_dtype),
         max_model_len=num_tokens + 1,
         chunk_size=chunk or None,  # None: the engine plans it from free memory
         min_chunk_size=min(32, chunk or 32),

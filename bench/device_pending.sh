@@ -45,6 +45,10 @@ if [ "${ONLY:-23}" = 23 ]; then
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     step 90 gen-fp8 "${fp8[@]}" --label "$label.fp8"
+    # 8B, FP8 weights and KV, a 128K prompt within an A10G's 24 GiB (and its prefill time).
+    step 120 prefill-fp8-24gib python3 bench/prefill.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --tokens 131072 --memory-cap-gib 24 --runs 1 --out "$out" \
+        --label "$label.fp8-24gib"
     step 90 gen-fp8-scaled-mm "${fp8[@]}" --no-fp8-small-batch-kernel --label "$label.fp8-scaled-mm"
     step 60 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 --kv-dtype fp8 \
         --kernels --batches 1 64 --steps 20

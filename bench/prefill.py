@@ -6,6 +6,15 @@ Usage (from the repository root):
     python3 bench/prefill.py --device cuda                   # Llama-3-8B shape, random, bf16,
                                                              # 32K and 128K tokens, chunk 8,192
     .venv/bin/python bench/prefill.py --model tiny-random --tokens 512 --chunk 128 --runs 1
+    python3 bench/prefill.py --device cuda --weights fp8 --kv-dtype fp8 --tokens 131072 \
+        --memory-cap-gib 24                                  # issue 23's A10G-sized memory check
+
+--weights fp8 builds the random preset directly in FP8 (E4M3 projections, a scale per output row:
+bench/_models.random_fp8_checkpoint), with no transformers run (it has no FP8 path to compare).
+--kv-dtype fp8 keeps the KV cache in E4M3; with bf16 weights transformers runs beside it and the
+logits are compared. --memory-cap-gib caps what torch may allocate in this process
+(torch.cuda.set_per_process_memory_fraction): a run that needs more fails with out-of-memory
+and is recorded as a failure, so a row within the cap shows that the prompt fits.
 
 For each prompt length: transformers runs first (the DynamicCache chunk loop and one unchunked
 forward, see bench/_hf_runs.py), then its weights are handed to a fresh engine whose KV cache is
@@ -25,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from transformers import LlamaConfig  # noqa: E402
 
 from bench import _engine_runs as er  # noqa: E402
 from bench._flops import Shape, prefill_flops  # noqa: E402
@@ -81,6 +91,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--compile", action="store_true", help="EngineConfig.compile")
+    parser.add_argument("--weights", choices=["bf16", "fp8"], default="bf16")
+    parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
+    parser.add_argument(
+        "--memory-cap-gib", type=float, help="CUDA: what torch may allocate in this process"
+    )
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "var" / "bench_prefill")
     parser.add_argument("--seed", type=int, default=0)
@@ -98,6 +113,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.dtype == "auto":
         args.dtype = "bfloat16" if is_cuda else "float32"
     args.hf_modes = [m for m in args.hf_modes.split(",") if m in HF_MODES]
+    if args.weights == "fp8":
+        if args.model not in RANDOM_PRESETS or not is_cuda:
+            parser.error("--weights fp8 builds a random preset's shape on a CUDA device")
+        args.hf_modes = []  # transformers has no FP8 path to run beside it
     return args
 
 
@@ -108,7 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     source = ModelSource(args, device, dtype)
     meta = hardware(device)
     label = args.label or (_gpu_label(meta) if device.type == "cuda" else "cpu")
+    if args.memory_cap_gib:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(
+            min(1.0, args.memory_cap_gib * 2**30 / total), device
+        )
     meta.update(
+        weights=args.weights,
+        kv_dtype=args.kv_dtype,
+        memory_cap_gib=args.memory_cap_gib,
         model=source.name,
         dtype=args.dtype,
         chunk=args.chunk or "planned by the engine",
@@ -173,8 +200,12 @@ def _one_length(
     on_row,
 ) -> list[Row]:
     generator = torch.Generator().manual_seed(args.seed + num_tokens)
-    hf = [source.hf_model()]
-    shape = Shape.from_hf_config(hf[0].config)
+    if args.weights == "fp8":  # built by the engine's run below, never in bf16
+        hf = []
+        shape = Shape.from_hf_config(LlamaConfig(**RANDOM_PRESETS[args.model]))
+    else:
+        hf = [source.hf_model()]
+        shape = Shape.from_hf_config(hf[0].config)
     flops = prefill_flops(shape, num_tokens, num_logits=1)
     token_ids = torch.randint(3, shape.vocab_size, (num_tokens,), generator=generator)
     input_ids = token_ids[None].to(device)  # [1, S]
@@ -296,7 +327,12 @@ def _build_engine(args, source, hf: list, shape, device, dtype, num_tokens, back
         block_size=args.block_size,
         compile=compile or args.compile,
         cache_dir=args.cache_dir,
+        kv_dtype=args.kv_dtype,
     )
+    kwargs["weights"] = "auto" if args.weights == "bf16" else args.weights
+    if args.weights == "fp8":
+        folder = args.work_dir / f"{source.name}-fp8"
+        return er.fp8_engine(args.model, folder, kwargs), "random FP8, built on the device"
     if source.is_preset:
         if not hf:  # an earlier engine took the weights: the same seed builds them again
             hf.append(source.hf_model())
