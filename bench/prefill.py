@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_cap_gib:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(
-            min(1.0, args.memory_cap_gib * 2**30 / total), device
+            min(1.0, args.memory_cap_gib * 2**30 / total),
+            device.index if device.index is not None else torch.cuda.current_device(),
         )
     meta.update(
         weights=args.weights,

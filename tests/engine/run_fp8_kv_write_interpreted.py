@@ -28,13 +28,14 @@ def check(tokens: int, heads: int, dim: int, dtype: torch.dtype, device: torch.d
         k[2, heads - 1, 1] = float("inf")
     slots = torch.randperm(num_blocks * block_size, generator=generator)[:tokens].to(device)
 
-    def pages() -> QuantizedPages:
+    def pages(where: torch.device) -> QuantizedPages:
         return QuantizedPages(
-            torch.zeros(num_blocks, block_size, heads, dim, device=device).to(FP8_DTYPE),
-            torch.zeros(num_blocks, block_size, heads, device=device),
+            torch.zeros(num_blocks, block_size, heads, dim, device=where).to(FP8_DTYPE),
+            torch.zeros(num_blocks, block_size, heads, device=where),
         )
 
-    torch_k, torch_v, fused_k, fused_v = pages(), pages(), pages(), pages()
+    cpu = torch.device("cpu")
+    torch_k, torch_v, fused_k, fused_v = pages(cpu), pages(cpu), pages(device), pages(device)
     write_pages(k.cpu(), v.cpu(), torch_k, torch_v, slots.cpu())  # the torch path (CPU)
     write_pages_fused(k, v, fused_k.data, fused_v.data, fused_k.scale, fused_v.scale, slots)
     same = all(
