@@ -20,19 +20,23 @@ import triton.language as tl
 from engine.device_guard import on_device
 
 MAX_ROWS = 64  # the kernels take up to this many rows
-# What Fp8Linear sends them. At 64 rows (64 streams decoding) torch._scaled_mm was faster end to
-# end on an H100 (3,083 against 2,888 tokens/s, bench/results/fp8_h100.md) though the kernel's
-# product alone was not slower; at 16 rows the kernel takes half _scaled_mm's time.
-LINEAR_ROWS = 16
+# What Fp8Linear sends them: every decode batch up to 64 rows. With split-K tiles at 17-64 rows
+# a layer's four products take 122.7 us at 32 rows and 166.3 at 64 on an H100, against 220.8
+# and 225.0 through torch._scaled_mm with its activations quantized (bench/fp8_matmul_sweep.py,
+# bench/results/fp8_h100.md); with the earlier tiles at 64 rows (214.7 us) _scaled_mm was
+# faster end to end (3,083 against 2,888 tokens/s).
+LINEAR_ROWS = 64
 # Tile sizes by rows, from bench/fp8_matmul_sweep.py on an H100 (bench/results/fp8_h100.md): at
 # each row count, the configuration whose time summed over the 8B's four projections is least.
 # One row: the tensor-core-free kernel, 8 outputs a program, 1,024 inputs a tile (92.5 us a
 # layer, against 155.7 for bf16 F.linear and 165.5 for the earlier single configuration); more
-# rows: the tensor-core kernel, narrower K tiles as the rows grow.
+# rows: the tensor-core kernel, wider output tiles and the inputs split four ways as the rows
+# grow (measured at 32 and 64 rows).
 GEMV_CONFIG = dict(block_n=8, block_k=1024, num_warps=4, num_stages=2)
 DOT_CONFIGS = (  # (up to rows, config)
     (16, dict(block_n=32, block_k=256, num_warps=4, num_stages=4)),
-    (MAX_ROWS, dict(block_n=32, block_k=128, num_warps=4, num_stages=3)),
+    (32, dict(block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=4)),
+    (MAX_ROWS, dict(block_n=128, block_k=128, num_warps=8, num_stages=3, split_k=4)),
 )
 
 

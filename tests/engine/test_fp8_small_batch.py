@@ -91,7 +91,7 @@ def test_linear_takes_the_kernel_for_few_rows_only() -> None:
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
-@pytest.mark.parametrize("rows", [1, 2, 16, 17, 64])
+@pytest.mark.parametrize("rows", [1, 2, 16, 17, 32, 33, 64])
 def test_kernel_compiles_for_hopper(rows: int) -> None:
     """Ahead of time, no GPU needed (Triton's bundled ptxas): the kernel that plan() picks for
     `rows` builds for an H200 (sm_90) with its tile sizes, and its shared memory leaves room for
@@ -108,15 +108,17 @@ def test_kernel_compiles_for_hopper(rows: int) -> None:
     from engine.models import fp8_small_batch as kernels
 
     kind, config = kernels.plan(rows)
-    constexprs = {"BLOCK_N": config["block_n"], "BLOCK_K": config["block_k"]}
+    split_k = config.get("split_k", 1)
+    constexprs = {"BLOCK_N": config["block_n"], "BLOCK_K": config["block_k"], "SPLIT_K": split_k}
     if kind == "gemv":
         fn = kernels._fp8_weight_gemv_kernel
-        constexprs |= {"BLOCK_M": triton.next_power_of_2(rows), "SPLIT_K": 1}
+        constexprs |= {"BLOCK_M": triton.next_power_of_2(rows)}
     else:
         fn = kernels._fp8_weight_matmul_kernel
-        constexprs |= {"BLOCK_M": max(16, triton.next_power_of_2(rows)), "SPLIT_K": 1}
+        constexprs |= {"BLOCK_M": max(16, triton.next_power_of_2(rows))}
     assert (kind == "gemv") == (rows == 1)
-    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
+    out = "*bf16" if split_k == 1 else "*fp32"  # split-K adds fp32 partials
+    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": out}
     signature = {
         name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
     }
