@@ -1,7 +1,7 @@
 """Tile sizes for the FP8-weight decode kernels (engine/models/fp8_small_batch.py) on a GPU: each
 configuration of the tensor-core kernel (rows padded to 16) and of the tensor-core-free one (one
-to a few rows, optional split-K by atomics) on the 8B's projection shapes, beside bf16 F.linear
-and torch._scaled_mm (per-token activation quantization), all as the engine runs them: inside a
+to a few rows), split-K or not (fp32 partials, then summed), on the 8B's projection shapes,
+beside bf16 F.linear and torch._scaled_mm (per-token activation quantization), all as the engine runs them: inside a
 CUDA graph, each call on another copy of the weight so that the weights come from HBM, not L2.
 
 Usage: python3 bench/fp8_matmul_sweep.py [--rows 1 4 16 64] [--budget-s 300] --out FILE.json
@@ -57,7 +57,7 @@ def dot_configs(rows: int) -> list[dict]:
         for bn, bk, w, s in grid
         if not (rows > 32 and bk == 512 and s == 4)  # past shared memory
     ]
-    if rows > 16:  # many rows: wider tiles, and K split over programs (fp32 atomics)
+    if rows > 16:  # many rows: wider tiles, and K split over programs (fp32 partials)
         configs += [
             dict(kind="dot", block_n=bn, block_k=128, num_warps=w, num_stages=3, split_k=sk)
             for bn, w, sk in itertools.product((32, 64, 128), (4, 8), (2, 4))

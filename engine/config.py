@@ -48,9 +48,9 @@ class EngineConfig:
     attention_backend: str = "auto"
     weights: str = "auto"
     kv_dtype: str = "auto"
-    # FP8 weights on CUDA: decode-sized products (up to 16 rows) through the FP8-weight Triton
+    # FP8 weights on CUDA: decode-sized products (up to 64 rows) through the FP8-weight Triton
     # kernels (engine/models/fp8_small_batch.py) rather than torch._scaled_mm, which quantizes
-    # the activations first: one stream 151.6 tokens/s against 103.3 on one H100 (bench/
+    # the activations first: one stream 185.1 tokens/s against 112.1 on one H100 (bench/
     # results/fp8_h100.md; bench/generate.py --no-fp8-small-batch-kernel turns them off).
     fp8_small_batch_kernel: bool = True
     block_size: int = 16

@@ -76,7 +76,8 @@ def load_model(
 
     FP8 tensors stay FP8 (with their scales as fp32); every other tensor is cast to `dtype`.
     weights "fp8": projections stored in another dtype are quantized to FP8 at load.
-    fp8_small_batch_kernel: FP8 products of up to 16 rows through the Triton kernels on CUDA.
+    fp8_small_batch_kernel: FP8 products of up to 64 rows (fp8_small_batch.LINEAR_ROWS) through
+    the Triton kernels on CUDA.
     state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
     the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
     on `device` in `dtype` are kept as they are, not copied.

@@ -85,11 +85,15 @@ def _paged_decode_split_kernel(
     if FP16_DOTS:
         # An FP8 cache read by a 16-bit model: both dots in fp16, E4M3 widening to fp16 in one
         # instruction for two values (to bf16 it takes a detour through fp32). q goes to fp16
-        # exactly where it fits; a q above 16384 is scaled down first (by q_gain, undone in the
-        # scores' factor), so that nothing overflows fp16's 65504.
+        # exactly where it fits; a q above 16384 is scaled down first by a power of two (q_gain,
+        # 2**(13 - q_max's exponent), undone in the scores' factor), so that nothing overflows
+        # fp16's 65504 and a bf16 q still goes to fp16 exactly (16384 / q_max rounded it: two
+        # keys that tie took 0.63 and 0.37 of the weight).
         q_wide = q.to(tl.float32)
         q_max = tl.max(tl.max(tl.abs(q_wide), 1), 0)
-        q_gain = tl.where(q_max > 16384.0, 16384.0 / q_max, 1.0)
+        q_exponent = (q_max.to(tl.int32, bitcast=True) >> 23) - 127
+        power_of_two = ((140 - q_exponent) << 23).to(tl.float32, bitcast=True)
+        q_gain = tl.where(q_max > 16384.0, power_of_two, 1.0)
         q = (q_wide * q_gain).to(tl.float16)
         score_gain = scale_log2 / q_gain
 
@@ -156,7 +160,9 @@ def _paged_decode_split_kernel(
             # folded into p alone went subnormal for a small V: 10% off at |V| ~ 1e-4).
             weighted = p * v_scale[None, :]
             top = tl.max(weighted, 1)  # [GROUP_PAD]
-            top = tl.where(top > 0, top, 1.0)
+            # A top below fp32's smallest normal (a tile far below the running max) would make
+            # 1 / top infinite: its shares are 0 in fp16 anyway.
+            top = tl.where(top >= 1.1754944e-38, top, 1.0)
             share = (weighted * (1.0 / top)[:, None]).to(tl.float16)
             update = tl.dot(share, v) * top[:, None]
         else:

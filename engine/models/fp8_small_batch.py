@@ -7,8 +7,9 @@ and the weight bytes it reads are half of bf16's.
 Two kernels, chosen by rows (plan): for one row (a single stream's decode step) a tensor-core-free
 GEMV that widens each weight tile to fp32 in registers; for 2-64 rows the tensor-core kernel,
 rows padded to a power of two of at least 16 for tl.dot. Programs split the output features in
-narrow blocks (8 or 32 columns: enough programs to fill the GPU for the narrowest projection of
-an 8B, 4096 outputs); each walks all of K. Imported only where Triton is.
+blocks (8 to 128 columns, by rows: plan) and, from 17 rows on, K four ways (split-K: fp32
+partials summed in a fixed order after), so that even the narrowest projection of an 8B (4,096
+outputs) fills the GPU. Imported only where Triton is.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _fp8_weight_matmul_kernel(
     x_ptr,  # [M, K] bf16
     w_ptr,  # [N, K] float8_e4m3fn
     scale_ptr,  # [N] fp32
-    out_ptr,  # [M, N]: x's dtype, or fp32 summed into by atomics when SPLIT_K > 1
+    out_ptr,  # [M, N] in x's dtype, or [SPLIT_K, M, N] fp32 partials when SPLIT_K > 1
     M,
     N,
     K,
@@ -83,12 +84,10 @@ def _fp8_weight_matmul_kernel(
         acc += tl.dot(x, tl.trans(w.to(x.dtype)))
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]
-    offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
-    mask = row_ok[:, None] & col_ok[None, :]
-    if SPLIT_K == 1:
-        tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(offsets, acc, mask=mask, sem="relaxed")
+    # Each split its own slice of the partials (program_id(1) is 0 without split-K).
+    part = tl.program_id(1) * M * stride_om
+    offsets = out_ptr + part + rows[:, None] * stride_om + cols[None, :]
+    tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
 @triton.jit
@@ -96,7 +95,7 @@ def _fp8_weight_gemv_kernel(
     x_ptr,  # [M, K] bf16
     w_ptr,  # [N, K] float8_e4m3fn
     scale_ptr,  # [N] fp32
-    out_ptr,  # [M, N]: x's dtype, or fp32 summed into by atomics when SPLIT_K > 1
+    out_ptr,  # [M, N] in x's dtype, or [SPLIT_K, M, N] fp32 partials when SPLIT_K > 1
     M,
     N,
     K,
@@ -151,12 +150,10 @@ def _fp8_weight_gemv_kernel(
             acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]
-    offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
-    mask = row_ok[:, None] & col_ok[None, :]
-    if SPLIT_K == 1:
-        tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.atomic_add(offsets, acc, mask=mask, sem="relaxed")
+    # Each split its own slice of the partials (program_id(1) is 0 without split-K).
+    part = tl.program_id(1) * M * stride_om
+    offsets = out_ptr + part + rows[:, None] * stride_om + cols[None, :]
+    tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
 def fp8_weight_gemv(
@@ -171,7 +168,9 @@ def fp8_weight_gemv(
     num_stages: int = 2,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
-    > 1 sums fp32 partials by atomics (a zeroed buffer, then a cast: two more kernels)."""
+    > 1 writes fp32 partials, then sums them in a fixed order and casts (two more kernels;
+    atomics summing them would round in whatever order the programs finish, so a greedy
+    decode could change from run to run)."""
     rows, inputs = x.shape
     outputs = weight.shape[0]
     if weight.shape[1] != inputs:
@@ -189,7 +188,7 @@ def fp8_weight_gemv(
             inputs,
             x.stride(0),
             weight.stride(0),
-            out.stride(0),
+            out.stride(-2),  # a row of the output (of each split's partials)
             BLOCK_M=triton.next_power_of_2(rows),
             BLOCK_N=block_n,
             BLOCK_K=block_k,
@@ -197,14 +196,14 @@ def fp8_weight_gemv(
             num_warps=num_warps,
             num_stages=num_stages,
         )
-    return out if split_k == 1 else out.to(x.dtype)
+    return out if split_k == 1 else out.sum(0).to(x.dtype)
 
 
 def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
-    """The product's buffer: in x's dtype, or fp32 zeros that split-K's programs add into."""
+    """The product's buffer: [M, N] in x's dtype, or [split_k, M, N] fp32 partials."""
     if split_k == 1:
         return torch.empty((x.shape[0], outputs), dtype=x.dtype, device=x.device)
-    return torch.zeros((x.shape[0], outputs), dtype=torch.float32, device=x.device)
+    return torch.empty((split_k, x.shape[0], outputs), dtype=torch.float32, device=x.device)
 
 
 def plan(rows: int) -> tuple[str, dict]:
@@ -256,7 +255,7 @@ def fp8_weight_dot(
             inputs,
             x.stride(0),
             weight.stride(0),
-            out.stride(0),
+            out.stride(-2),  # a row of the output (of each split's partials)
             BLOCK_M=max(16, triton.next_power_of_2(rows)),
             BLOCK_N=block_n,
             BLOCK_K=block_k,
@@ -264,7 +263,7 @@ def fp8_weight_dot(
             num_warps=num_warps,
             num_stages=num_stages,
         )
-    return out if split_k == 1 else out.to(x.dtype)
+    return out if split_k == 1 else out.sum(0).to(x.dtype)
 
 
 @torch.library.custom_op("longdoc::fp8_weight_matmul", mutates_args=())

@@ -12,8 +12,8 @@ from tests.engine.run_paged_decode_interpreted import _patch_interpreter
 # (rows, outputs, inputs): one row (the GEMV) within one K tile and over two ragged ones, a ragged
 # K, more rows than 16 (BLOCK_M 32), a ragged N.
 SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
-# Explicit tiles (bench/fp8_matmul_sweep.py's): the GEMV with several rows and split-K by atomics
-# (uneven splits, an empty one), the tensor-core kernel split along K.
+# Explicit tiles (bench/fp8_matmul_sweep.py's): the GEMV with several rows and split-K (fp32
+# partials, uneven splits, an empty one), the tensor-core kernel split along K.
 TILE_CASES = [
     ((2, 24, 520), dict(block_n=16, block_k=128, split_k=3)),
     ((1, 40, 1000), dict(block_n=8, block_k=256, split_k=4)),

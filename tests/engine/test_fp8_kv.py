@@ -233,6 +233,35 @@ def test_fp8_cache_decode_error_does_not_grow_as_v_shrinks() -> None:
         assert result["rel_l2"] <= max(3 * at_one, 2**-9), results
 
 
+def _check_fp8_cache_edges(results: dict) -> None:
+    from tests.engine.run_fp8_cache_edges_interpreted import GAPS
+
+    assert [r["gap"] for r in results["far_tile"]] == list(GAPS)
+    for far in results["far_tile"]:  # the output is token 0's V, in bf16
+        assert not far["has_nan"] and far["max_err"] < 0.05, results["far_tile"]
+    for tie in results["tie"]:
+        assert tie["weights"] == pytest.approx(tie["reference"], abs=0.01), results["tie"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+def test_fp8_cache_decode_edges_interpreted() -> None:
+    """fp16 dots, under Triton's interpreter: a tile ~125-140 log2 units below an earlier one
+    (its largest probability times V's scale is an fp32 subnormal, whose reciprocal was inf:
+    the output went NaN), and a q past fp16's range with two keys that tie (a gain of 16384 /
+    max|q| rounded q to fp16: the tie split 0.63 / 0.37, or 0.98 / 0.02 at |q| ~ 1e5)."""
+    _check_fp8_cache_edges(_run_interpreted("tests.engine.run_fp8_cache_edges_interpreted"))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or not torch.cuda.is_available(),
+    reason="needs a CUDA device (and triton)",
+)
+def test_fp8_cache_decode_edges_cuda() -> None:
+    from tests.engine.run_fp8_cache_edges_interpreted import run
+
+    _check_fp8_cache_edges(run(torch.device("cuda")))
+
+
 def _run_interpreted(module: str) -> list:
     import json
     import os

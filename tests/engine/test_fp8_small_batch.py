@@ -144,7 +144,7 @@ def test_kernel_compiles_for_hopper(rows: int) -> None:
 @needs_cuda
 def test_compiled_linear_calls_the_kernel_as_eager_does() -> None:
     """Under torch.compile (the engine's --compile halves) the kernel is one opaque operator:
-    few rows and many give eager's results, the few through the kernel."""
+    few rows and many give eager's results, the few through the kernel (split-K from 17 rows)."""
     from engine.models.fp8 import Fp8Linear, quantize_rows
 
     device = torch.device("cuda")
@@ -153,9 +153,34 @@ def test_compiled_linear_calls_the_kernel_as_eager_does() -> None:
     linear.weight.data, linear.weight_scale.data = weight, scale
     linear.use_scaled_mm(device, small_batch_kernel=True)
     compiled = torch.compile(linear, dynamic=True)
-    for rows in (1, 3, 70):
+    for rows in (1, 3, 32, 64, 70):
         x = torch.randn(rows, 512, device=device, dtype=torch.bfloat16)
         assert torch.equal(compiled(x), linear(x)), rows
+
+
+@needs_cuda
+@pytest.mark.parametrize("rows", [32, 64])
+def test_split_k_products_are_the_same_every_time(rows: int) -> None:
+    """Split-K's partials are summed in a fixed order: the same product, bit for bit, call after
+    call and replayed in a CUDA graph (atomics summed them in whatever order the programs
+    finished: a greedy decode could change from run to run)."""
+    from engine.models import fp8_small_batch as kernels
+    from engine.models.fp8 import quantize_rows
+
+    assert kernels.plan(rows)[1].get("split_k", 1) > 1
+    device = torch.device("cuda")
+    weight, scale = quantize_rows(torch.randn(4096, 4096, device=device))
+    x = torch.randn(rows, 4096, device=device, dtype=torch.bfloat16)
+    first = kernels.fp8_weight_matmul(x, weight, scale)
+    for _ in range(20):
+        assert torch.equal(kernels.fp8_weight_matmul(x, weight, scale), first)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = kernels.fp8_weight_matmul(x, weight, scale)
+    for _ in range(5):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, first)
 
 
 @pytest.mark.skipif(
