@@ -59,6 +59,10 @@ class ModelRunner:
         self.device = device
         self.block_size = kv_cache.block_size
         self.decode_attention: DecodeAttention = make_decode_attention(backend, device)
+        # The decode kernels' variants compiled now, not inside the first step that needs one.
+        self.decode_attention.prebuild(
+            model.args.num_heads, kv_cache.k[0], kv_cache.v[0], model.embed_tokens.weight.dtype
+        )
         self.graphs = None
         if use_cuda_graphs and device.type == "cuda" and self.decode_attention.is_graph_safe:
             self.graphs = DecodeGraphs(self, max_num_seqs=max_num_seqs, max_model_len=max_model_len)

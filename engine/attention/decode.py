@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from engine.attention.base import AttentionBackend, AttentionMetadata
-from engine.attention.fp8_kv import Fp8KVBackend, write_pages
+from engine.attention.fp8_kv import Fp8KVBackend, QuantizedPages, write_pages
 
 
 @dataclass
@@ -82,6 +82,10 @@ class DecodeAttention:
     ) -> torch.Tensor:
         raise NotImplementedError
 
+    def prebuild(self, num_heads: int, k_cache: Any, v_cache: Any, dtype: torch.dtype) -> None:
+        """Compile ahead whatever a decode step would otherwise compile at its first launch
+        (a layer's caches; nothing to do for most)."""
+
 
 class PerSequenceDecode(DecodeAttention):
     """Each row through the backend's one-query path: exactly what a request alone computes."""
@@ -109,6 +113,17 @@ class PagedDecode(DecodeAttention):
 
     def __init__(self, kernel: Callable[..., torch.Tensor]) -> None:
         self.kernel = kernel
+
+    def prebuild(self, num_heads, k_cache, v_cache, dtype):
+        from engine.attention.paged_decode import prebuild
+
+        if isinstance(k_cache, QuantizedPages):
+            prebuild(
+                num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
+                v_scale=v_cache.scale,
+            )  # fmt: skip
+        else:
+            prebuild(num_heads, k_cache, v_cache, dtype)
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_slots(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -160,6 +175,9 @@ class CpuPagedDecode(PagedDecode):
 
     name = "paged_cpu"
     is_graph_safe = False
+
+    def prebuild(self, num_heads, k_cache, v_cache, dtype):
+        """Nothing: the kernel is compiled once, ahead (worker/model/kernel_build)."""
 
 
 def make_decode_attention(backend: AttentionBackend, device: torch.device) -> DecodeAttention:

@@ -99,6 +99,41 @@ def plan_num_splits(
     return max(1, min(wanted, useful, MAX_SPLITS))
 
 
+def prebuild_split_counts() -> list[int]:
+    """A split count for each variant of the kernels a decode step may launch: one split (the
+    split kernel writes the output) and one for each power-of-two pad of the merge kernel's
+    splits (SPLITS_PAD), up to MAX_SPLITS."""
+    counts, pad = [1], 2
+    while pad <= MAX_SPLITS:
+        counts.append(pad // 2 + 1)  # pads to `pad`
+        pad *= 2
+    return counts
+
+
+def prebuild(
+    num_heads: int,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    dtype: torch.dtype,
+    *,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
+) -> None:
+    """Compile now every variant of the kernels that decode steps over these caches launch:
+    Triton compiles a variant at its first launch, seconds, inside whichever step first needs
+    it (on an H100, a step of 8 decoding requests took 2.4 s so, its thread in Triton's
+    compiler: bench/results/kv_tiers_h100.md). Reads one page of the caches, writes nothing of
+    theirs."""
+    q = torch.zeros(1, num_heads, k_cache.shape[3], dtype=dtype, device=k_cache.device)
+    table = torch.zeros(1, 1, dtype=torch.int32, device=k_cache.device)
+    lens = torch.ones(1, dtype=torch.int32, device=k_cache.device)
+    for num_splits in prebuild_split_counts():
+        paged_decode_attention(
+            q, k_cache, v_cache, table, lens, num_splits=num_splits, k_scale=k_scale,
+            v_scale=v_scale,
+        )  # fmt: skip
+
+
 def is_paged_decode_available(device: torch.device) -> bool:
     """Whether paged_decode_attention runs on `device`: a CUDA device that torch can reach, and
     Triton imports."""

@@ -9,6 +9,12 @@ workspace, and _merge_splits_kernel combines them.
 
 A split's token range comes from the sequence's own context length, read on the device: the
 host never needs it, so a CUDA graph replays with new context_lens and block tables.
+
+Triton compiles a kernel again for each new value of a constexpr and, by default, whenever an
+integer argument turns divisible by 16 or stops being: seconds inside whichever step first needs
+it. The arguments that change from step to step (the block table's width, the split count) are
+left unspecialized (do_not_specialize), and paged_decode.prebuild compiles the rest (one split or
+several, each power-of-two pad of the merge) when the engine starts.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["max_blocks", "stride_bt"])
 def _paged_decode_split_kernel(
     q_ptr,  # [B, H, D]
     k_ptr,  # [num_blocks, BLOCK_SIZE, KV, D]
@@ -182,7 +188,7 @@ def _paged_decode_split_kernel(
         tl.store(part_lse_ptr + part_rows, m_i + tl.log2(l_i), mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits"])
 def _merge_splits_kernel(
     part_out_ptr,  # [B, H, S, D] fp32
     part_lse_ptr,  # [B, H, S] fp32, log2 domain; -inf for an empty split

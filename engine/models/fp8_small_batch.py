@@ -41,7 +41,7 @@ DOT_CONFIGS = (  # (up to rows, config)
 )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])  # rows change step by step
 def _fp8_weight_matmul_kernel(
     x_ptr,  # [M, K] bf16
     w_ptr,  # [N, K] float8_e4m3fn
@@ -53,6 +53,7 @@ def _fp8_weight_matmul_kernel(
     stride_xm,
     stride_wn,
     stride_om,
+    stride_os,  # a split's slice of the partials (SPLIT_K > 1)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -84,13 +85,13 @@ def _fp8_weight_matmul_kernel(
         acc += tl.dot(x, tl.trans(w.to(x.dtype)))
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]
-    # Each split its own slice of the partials (program_id(1) is 0 without split-K).
-    part = tl.program_id(1) * M * stride_om
-    offsets = out_ptr + part + rows[:, None] * stride_om + cols[None, :]
+    offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
+    if SPLIT_K > 1:  # each split its own slice of the partials
+        offsets += tl.program_id(1) * stride_os
     tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])  # rows change step by step
 def _fp8_weight_gemv_kernel(
     x_ptr,  # [M, K] bf16
     w_ptr,  # [N, K] float8_e4m3fn
@@ -102,6 +103,7 @@ def _fp8_weight_gemv_kernel(
     stride_xm,
     stride_wn,
     stride_om,
+    stride_os,  # a split's slice of the partials (SPLIT_K > 1)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -150,9 +152,9 @@ def _fp8_weight_gemv_kernel(
             acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]
-    # Each split its own slice of the partials (program_id(1) is 0 without split-K).
-    part = tl.program_id(1) * M * stride_om
-    offsets = out_ptr + part + rows[:, None] * stride_om + cols[None, :]
+    offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
+    if SPLIT_K > 1:  # each split its own slice of the partials
+        offsets += tl.program_id(1) * stride_os
     tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
@@ -189,6 +191,7 @@ def fp8_weight_gemv(
             x.stride(0),
             weight.stride(0),
             out.stride(-2),  # a row of the output (of each split's partials)
+            out.stride(0) if split_k > 1 else 0,
             BLOCK_M=triton.next_power_of_2(rows),
             BLOCK_N=block_n,
             BLOCK_K=block_k,
@@ -256,6 +259,7 @@ def fp8_weight_dot(
             x.stride(0),
             weight.stride(0),
             out.stride(-2),  # a row of the output (of each split's partials)
+            out.stride(0) if split_k > 1 else 0,
             BLOCK_M=max(16, triton.next_power_of_2(rows)),
             BLOCK_N=block_n,
             BLOCK_K=block_k,

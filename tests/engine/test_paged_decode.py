@@ -29,6 +29,8 @@ from engine.attention.paged_decode import (
     paged_decode_attention,
     paged_decode_reference,
     plan_num_splits,
+    prebuild,
+    prebuild_split_counts,
 )
 from engine.errors import EngineError
 from tests.engine.paged_decode_cases import CASES, TOLERANCE, Case, build_inputs, run_case
@@ -188,6 +190,50 @@ def test_plan_num_splits(batch_size: int, max_context_len: int, expected: int) -
     assert many_sms == min(MAX_SPLITS, -(-max_context_len // 128))
 
 
+def test_prebuild_covers_every_variant_a_step_can_launch() -> None:
+    """prebuild's split counts reach one split and every merge pad (SPLITS_PAD) of 2 to
+    MAX_SPLITS splits: each compiles a variant Triton would otherwise build inside a step."""
+    counts = prebuild_split_counts()
+    pads = {1 if n == 1 else 1 << (n - 1).bit_length() for n in counts}
+    every = {1 if n == 1 else 1 << (n - 1).bit_length() for n in range(1, MAX_SPLITS + 1)}
+    assert pads == every and len(counts) == len(pads)
+
+
+def _compiled_variants() -> int:
+    from engine.attention import paged_decode_kernels as kernels
+
+    total = 0
+    for fn in (kernels._paged_decode_split_kernel, kernels._merge_splits_kernel):
+        for cache in fn.device_caches.values():
+            total += len(cache[0])
+    return total
+
+
+@needs_cuda
+@pytest.mark.parametrize("kv_fp8", [False, True])
+def test_nothing_compiles_in_a_step_after_prebuild(kv_fp8: bool) -> None:
+    """After prebuild, decode launches with any split count and any block table width (16 and
+    32 columns included: Triton specializes integers divisible by 16) build no new variant."""
+    case = Case(8, 2, 128, torch.bfloat16, (500,), kv_fp8=kv_fp8)
+    inputs = build_inputs(case, torch.device("cuda"))
+    scales = {name: inputs[name] for name in ("k_scale", "v_scale") if name in inputs}
+    prebuild(8, inputs["k_cache"], inputs["v_cache"], torch.bfloat16, **scales)
+    torch.cuda.synchronize()
+    before = _compiled_variants()
+    table = inputs["block_tables"]
+    for width in (15, 16, 17, 32, 33, 48):  # a narrower table clamps the context: fine here
+        columns = min(width, table.shape[1])
+        tables = torch.zeros(1, width, dtype=torch.int32, device="cuda")
+        tables[:, :columns] = table[:, :columns]
+        for num_splits in (1, 2, 7, 40, MAX_SPLITS):
+            paged_decode_attention(
+                inputs["q"], inputs["k_cache"], inputs["v_cache"], tables,
+                inputs["context_lens"], num_splits=num_splits, **scales,
+            )  # fmt: skip
+    torch.cuda.synchronize()
+    assert _compiled_variants() == before
+
+
 def test_default_kernel_config_tiles_about_8_kib() -> None:
     assert default_kernel_config(128, torch.bfloat16) == KernelConfig(32, num_stages=4)
     assert default_kernel_config(64, torch.bfloat16).tile_tokens == 64
@@ -325,7 +371,11 @@ def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arc
             )
         else:
             signature[name] = "fp32" if name == "scale_log2" else "i32"
-    aligned = [i for i, n in enumerate(fn.arg_names) if n.endswith("_ptr") or "stride" in n]
+    aligned = [  # what the launcher specializes (not the arguments that change step by step)
+        i
+        for i, n in enumerate(fn.arg_names)
+        if (n.endswith("_ptr") or "stride" in n) and n not in fn.do_not_specialize
+    ]
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
