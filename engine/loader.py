@@ -103,9 +103,15 @@ def load_model(
             f"The checkpoint in {folder} does not match its config: {exc}"
         ) from exc
     model.init_rope(device)
+    small_batch_rows = 0
     for module in model.modules():
         if isinstance(module, Fp8Linear):
             module.use_scaled_mm(device, small_batch_kernel=fp8_small_batch_kernel)
+            small_batch_rows = max(small_batch_rows, module.small_batch_rows)
+    if small_batch_rows:  # the kernels' variants compiled now, not in the first steps
+        from engine.models.fp8_small_batch import prebuild
+
+        prebuild(device, small_batch_rows)
     return model.eval().requires_grad_(False), args
 
 

@@ -216,6 +216,36 @@ def plan(rows: int) -> tuple[str, dict]:
     return "dot", next(config for most, config in DOT_CONFIGS if rows <= most)
 
 
+def prebuild_rows(rows: int = LINEAR_ROWS) -> list[int]:
+    """The least row count of each kernel variant that products of up to `rows` rows launch:
+    each kind and tile of plan(), at each BLOCK_M (the rows' power of two, 16 at least for the
+    tensor-core kernel). N and K are not among them: Triton specializes them only on being
+    multiples of 16, which every weight the kernels take is."""
+    firsts: dict[tuple, int] = {}
+    for count in range(1, rows + 1):
+        kind, config = plan(count)
+        block_m = (
+            triton.next_power_of_2(count)
+            if kind == "gemv"
+            else max(16, triton.next_power_of_2(count))
+        )
+        firsts.setdefault((kind, tuple(sorted(config.items())), block_m), count)
+    return sorted(firsts.values())
+
+
+def prebuild(device: torch.device, rows: int = LINEAR_ROWS) -> None:
+    """Compile now each kernel variant that decode steps of up to `rows` rows launch, rather
+    than inside the first step of each batch size (seconds: a step waits for it)."""
+    from engine.models.fp8 import FP8_DTYPE
+
+    weight = torch.zeros(64, 256, device=device).to(FP8_DTYPE)
+    scale = torch.ones(64, 1, device=device)
+    for count in prebuild_rows(rows):
+        fp8_weight_matmul(
+            torch.zeros(count, 256, device=device, dtype=torch.bfloat16), weight, scale
+        )
+
+
 def fp8_weight_matmul(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """x [M, K] (M <= MAX_ROWS) times E4M3 weight [N, K] with row scales [N, 1] -> [M, N] in x's
     dtype: x @ (weight * scale).T, accumulated in fp32."""

@@ -202,3 +202,37 @@ def test_linear_on_a_second_gpu_runs_there() -> None:
     out = linear(x)
     torch.cuda.synchronize(device)
     assert torch.allclose(out.float(), reference, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+def test_prebuild_takes_one_row_count_a_variant() -> None:
+    """One product a kernel variant: the GEMV (1 row), then the tensor-core kernel at 16, 32 and
+    64 rows of BLOCK_M (each with its own tiles)."""
+    from engine.models import fp8_small_batch as kernels
+
+    assert kernels.prebuild_rows(64) == [1, 2, 17, 33]
+    assert kernels.prebuild_rows(16) == [1, 2]
+
+
+@needs_cuda
+def test_nothing_compiles_in_a_step_after_prebuild() -> None:
+    """After prebuild, products of every row count up to LINEAR_ROWS, on the 8B's projection
+    shapes, build no new kernel variant (Triton would compile it inside a decode step)."""
+    from engine.models import fp8_small_batch as kernels
+    from engine.models.fp8 import quantize_rows
+
+    def variants() -> int:
+        fns = (kernels._fp8_weight_gemv_kernel, kernels._fp8_weight_matmul_kernel)
+        return sum(len(cache[0]) for fn in fns for cache in fn.device_caches.values())
+
+    device = torch.device("cuda")
+    kernels.prebuild(device)
+    torch.cuda.synchronize()
+    before = variants()
+    for outputs, inputs in ((6144, 4096), (4096, 14336)):
+        weight, scale = quantize_rows(torch.randn(outputs, inputs, device=device))
+        for rows in range(1, kernels.LINEAR_ROWS + 1):
+            x = torch.randn(rows, inputs, device=device, dtype=torch.bfloat16)
+            kernels.fp8_weight_matmul(x, weight, scale)
+    torch.cuda.synchronize()
+    assert variants() == before
