@@ -6,8 +6,8 @@ costs 4 bytes per head_dim bytes: a block takes (D + 4) / 2D of its bf16 size, 0
 
 Writes quantize (write_pages: a scatter, graph-safe). Reads: the paged decode kernel on CUDA
 dequantizes the tiles it loads (paged_decode.py); every other path (prefill chunks, decode on the
-CPU) goes through Fp8KVBackend, which dequantizes the sequence's pages into a scratch cache in
-the model's dtype and runs the model's own attention backend on it, unchanged. The chunk's own
+CPU) goes through Fp8KVBackend, which dequantizes the sequence's pages (one Triton kernel on
+CUDA) into a scratch cache in the model's dtype and runs the model's own attention backend on it, unchanged. The chunk's own
 keys are written there exactly (not rounded), as the chunk attends to them.
 """
 
@@ -75,7 +75,10 @@ def _fused_kernels() -> ModuleType | None:
 def dequantize_pages(
     pages: QuantizedPages, block_table: torch.Tensor, dtype: torch.dtype
 ) -> torch.Tensor:
-    """The blocks of block_table [N] -> [N, block_size, KV, D] in dtype."""
+    """The blocks of block_table [N] -> [N, block_size, KV, D] in dtype (on CUDA one Triton
+    kernel, fp8_kv_kernels.py; elsewhere torch, the same numbers)."""
+    if pages.data.is_cuda and _fused_kernels() is not None:
+        return _fused_kernels().dequantize_pages_fused(pages.data, pages.scale, block_table, dtype)
     data = pages.data.index_select(0, block_table)  # [N, block_size, KV, D]
     scale = pages.scale.index_select(0, block_table)  # [N, block_size, KV]
     return (data.float() * scale[..., None]).to(dtype)

@@ -1,11 +1,17 @@
-"""One Triton kernel for the FP8 KV cache's writes (imported only where Triton is): each program
-quantizes one token's K and V rows of one KV head and stores them and their scales into the
-token's slot, as quantize_heads and write_pages do in torch (abs, amax, divide, clamp, cast and
-two scatters, for K and for V: about 14 small kernels a layer a decode step, ~0.6 ms of a 6.5 ms
-FP8 step at one stream on an H100; bench/results/decode_profile_h100.fp8.txt).
+"""Triton kernels for the FP8 KV cache (imported only where Triton is).
 
-Same numbers as the torch path: the scale is the row's largest |value| / 448 (at least
-MIN_SCALE), the division is IEEE (div_rn), and the cast rounds to nearest even.
+The writes: each program quantizes one token's K and V rows of one KV head and stores them and
+their scales into the token's slot, as quantize_heads and write_pages do in torch (abs, amax,
+divide, clamp, cast and two scatters, for K and for V: about 14 small kernels a layer a decode
+step, ~0.6 ms of a 6.5 ms FP8 step at one stream on an H100; bench/results/
+decode_profile_h100.fp8.txt). Same numbers as the torch path: the scale is the row's largest
+|value| / 448 (at least MIN_SCALE), the division is IEEE (div_rn), and the cast rounds to
+nearest even.
+
+The reads for prefill: each program widens one page of a sequence's block table to the model's
+dtype in a scratch cache, as dequantize_pages does in torch (gather, widen to fp32, multiply,
+cast: four passes with fp32 in between, ~25 bytes of traffic a value where this moves 3; a
+128K prompt's chunks widen their whole prefix every layer).
 """
 
 from __future__ import annotations
@@ -103,3 +109,54 @@ def write_pages_fused(
             BLOCK_D=triton.next_power_of_2(head_dim),
             num_warps=1 if head_dim <= 128 else 2,
         )  # fmt: skip
+
+
+@triton.jit
+def _dequantize_pages_kernel(
+    data_ptr,  # [num_blocks * BLOCK_SIZE, KV, D] float8_e4m3fn (the pages' slots, flat)
+    scale_ptr,  # [num_blocks * BLOCK_SIZE, KV] fp32
+    table_ptr,  # [N] block ids
+    out_ptr,  # [N * BLOCK_SIZE, KV, D] in the model's dtype
+    NUM_KV_HEADS: tl.constexpr,
+    KV_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    token = tl.program_id(0)  # a slot of the scratch: page token // BLOCK_SIZE
+    block = tl.load(table_ptr + token // BLOCK_SIZE).to(tl.int64)
+    slot = block * BLOCK_SIZE + token % BLOCK_SIZE
+    heads = tl.arange(0, KV_PAD)
+    dims = tl.arange(0, BLOCK_D)
+    head_ok = heads < NUM_KV_HEADS
+    mask = head_ok[:, None] & (dims < HEAD_DIM)[None, :]
+    offsets = heads[:, None] * HEAD_DIM + dims[None, :]
+    values = tl.load(data_ptr + slot * (NUM_KV_HEADS * HEAD_DIM) + offsets, mask=mask, other=0.0)
+    scales = tl.load(scale_ptr + slot * NUM_KV_HEADS + heads, mask=head_ok, other=0.0)
+    wide = values.to(tl.float32) * scales[:, None]
+    out = out_ptr + token.to(tl.int64) * (NUM_KV_HEADS * HEAD_DIM) + offsets
+    tl.store(out, wide.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def dequantize_pages_fused(
+    data: torch.Tensor, scale: torch.Tensor, block_table: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
+    """The blocks of block_table [N] of the contiguous pages data [num_blocks, block_size, KV,
+    D] (E4M3) with scales [num_blocks, block_size, KV] -> [N, block_size, KV, D] in dtype."""
+    _, block_size, num_kv_heads, head_dim = data.shape
+    out = torch.empty(
+        (block_table.shape[0], block_size, num_kv_heads, head_dim), dtype=dtype, device=data.device
+    )
+    if block_table.shape[0] == 0:
+        return out
+    with on_device(data.device):
+        _dequantize_pages_kernel[(block_table.shape[0] * block_size,)](
+            data, scale, block_table, out,
+            NUM_KV_HEADS=num_kv_heads,
+            KV_PAD=triton.next_power_of_2(num_kv_heads),
+            HEAD_DIM=head_dim,
+            BLOCK_D=triton.next_power_of_2(head_dim),
+            BLOCK_SIZE=block_size,
+            num_warps=4 if num_kv_heads * head_dim >= 1024 else 1,
+        )  # fmt: skip
+    return out

@@ -49,10 +49,18 @@ def _patch_interpreter() -> None:
     # (1.97 became 1.0, not 2.0). torch's cast rounds alike; values past 448 are clamped before.
     convert_float = interpreter._convert_float
 
+    # And E4M3 -> fp32 / fp16 as the GPU's cvt does it: the interpreter's widening reads the
+    # E4M3 NaN (S.1111.111, a byte of its own: E4M3 has no inf) as an infinity.
+    widened = {tl.float32: np.float32, tl.float16: np.float16}
+
     def patched_convert_float(data, input_dtype, output_dtype, rounding_mode):
         if input_dtype == tl.float32 and output_dtype == tl.float8e4nv:
             wide = torch.from_numpy(np.ascontiguousarray(data).view(np.float32))
             return wide.to(torch.float8_e4m3fn).view(torch.uint8).numpy().reshape(data.shape)
+        if input_dtype == tl.float8e4nv and output_dtype in widened:
+            raw = torch.from_numpy(np.ascontiguousarray(data).view(np.uint8))
+            wide = raw.view(torch.float8_e4m3fn).float().numpy()
+            return wide.astype(widened[output_dtype]).reshape(data.shape)
         return convert_float(data, input_dtype, output_dtype, rounding_mode)
 
     interpreter._convert_float = patched_convert_float

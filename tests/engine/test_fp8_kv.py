@@ -286,11 +286,17 @@ def test_fused_write_matches_the_torch_write_interpreted() -> None:
     """The one-kernel FP8 KV write (CUDA's path) under Triton's interpreter writes the same
     bytes and scales as write_pages' torch path, for bf16, fp16 and fp32 rows, a D that is no
     power of two and an all-zero row."""
-    from tests.engine.run_fp8_kv_write_interpreted import SHAPES
+    from tests.engine.run_fp8_kv_write_interpreted import READ_SHAPES, SHAPES
 
     results = _run_interpreted("tests.engine.run_fp8_kv_write_interpreted")
-    assert len(results) == len(SHAPES)
-    assert all(result["same"] for result in results), results
+    assert len(results) == len(SHAPES) + len(READ_SHAPES)
+    writes, reads = results[: len(SHAPES)], results[len(SHAPES) :]
+    assert all(result["same"] for result in writes), writes
+    # The prefill's read: the torch path's values, NaN and inf where it has them; the
+    # interpreter may round a bf16 down where a GPU rounds to nearest (1 ulp at most).
+    for read, (blocks, heads, dim, _) in zip(reads, READ_SHAPES, strict=True):
+        assert read["same_specials"] and read["worst_ulp"] <= 1.0, reads
+        assert read["out_shape"] == [blocks, 4, heads, dim], reads
 
 
 @pytest.mark.skipif(
@@ -298,10 +304,13 @@ def test_fused_write_matches_the_torch_write_interpreted() -> None:
     reason="needs a CUDA device (and triton)",
 )
 def test_fused_write_matches_the_torch_write_cuda() -> None:
-    from tests.engine.run_fp8_kv_write_interpreted import SHAPES, check
+    from tests.engine.run_fp8_kv_write_interpreted import READ_SHAPES, SHAPES, check, check_read
 
     for shape in SHAPES:
         assert check(*shape, torch.device("cuda"))["same"], shape
+    for shape in READ_SHAPES:  # the prefill's read: the torch path's numbers exactly
+        read = check_read(*shape, torch.device("cuda"))
+        assert read["same_specials"] and read["worst_ulp"] == 0.0, read
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
@@ -345,3 +354,37 @@ def test_fused_write_builds_for_hopper(dtype: str) -> None:
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
     divisions = {line.split()[0] for line in ptx.splitlines() if line.strip().startswith("div.")}
     assert divisions == {"div.rn.f32"}, divisions
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_fused_read_builds_for_hopper(dtype: str) -> None:
+    """Ahead of time (Triton's bundled ptxas): the prefill's read kernel builds for sm_90 at the
+    8B's shape (8 KV heads of 128), its E4M3 widened by the hardware's conversion and its cast
+    to the model's dtype rounding to nearest, as torch's."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.attention.fp8_kv_kernels import _dequantize_pages_kernel as fn
+
+    constexprs = {"NUM_KV_HEADS": 8, "KV_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16}
+    kinds = {
+        "data_ptr": "*fp8e4nv",
+        "scale_ptr": "*fp32",
+        "table_ptr": "*i64",
+        "out_ptr": f"*{dtype}",
+    }
+    signature = {name: "constexpr" if name in constexprs else kinds[name] for name in fn.arg_names}
+    built = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 4},
+    )
+    ptx = built.asm["ptx"]
+    assert "cvt.rn.f16x2.e4m3x2" in ptx
+    assert f"cvt.rn.{dtype}" in ptx or f"cvt.rn.{dtype}x2.f32" in ptx
