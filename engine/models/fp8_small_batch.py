@@ -236,9 +236,7 @@ def prebuild_rows(rows: int = LINEAR_ROWS) -> list[int]:
 def prebuild(device: torch.device, rows: int = LINEAR_ROWS) -> None:
     """Compile now each kernel variant that decode steps of up to `rows` rows launch, rather
     than inside the first step of each batch size (seconds: a step waits for it)."""
-    from engine.models.fp8 import FP8_DTYPE
-
-    weight = torch.zeros(64, 256, device=device).to(FP8_DTYPE)
+    weight = torch.zeros(64, 256, device=device).to(torch.float8_e4m3fn)
     scale = torch.ones(64, 1, device=device)
     for count in prebuild_rows(rows):
         fp8_weight_matmul(

@@ -387,4 +387,5 @@ def test_fused_read_builds_for_hopper(dtype: str) -> None:
     )
     ptx = built.asm["ptx"]
     assert "cvt.rn.f16x2.e4m3x2" in ptx
-    assert f"cvt.rn.{dtype}" in ptx or f"cvt.rn.{dtype}x2.f32" in ptx
+    ptx_type = {"bf16": "bf16", "fp16": "f16"}[dtype]
+    assert f"cvt.rn.{ptx_type}x2.f32" in ptx or f"cvt.rn.{ptx_type}.f32" in ptx
