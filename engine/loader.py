@@ -108,7 +108,7 @@ def load_model(
         if isinstance(module, Fp8Linear):
             module.use_scaled_mm(device, small_batch_kernel=fp8_small_batch_kernel)
             small_batch_rows = max(small_batch_rows, module.small_batch_rows)
-    if small_batch_rows:  # the kernels' variants compiled now, not in the first steps
+    if small_batch_rows and dtype == torch.bfloat16:  # their variants now, not in a step
         from engine.models.fp8_small_batch import prebuild
 
         prebuild(device, small_batch_rows)

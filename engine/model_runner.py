@@ -17,6 +17,7 @@ steps on CUDA replay a captured CUDA graph (engine/cuda_graphs.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import torch
@@ -40,6 +41,8 @@ from engine.step_inputs import (
     LaunchedStep,
 )
 
+logger = logging.getLogger(__name__)
+
 
 class ModelRunner:
     def __init__(
@@ -59,10 +62,14 @@ class ModelRunner:
         self.device = device
         self.block_size = kv_cache.block_size
         self.decode_attention: DecodeAttention = make_decode_attention(backend, device)
-        # The decode kernels' variants compiled now, not inside the first step that needs one.
-        self.decode_attention.prebuild(
-            model.args.num_heads, kv_cache.k[0], kv_cache.v[0], model.embed_tokens.weight.dtype
-        )
+        # The decode kernels' variants compiled now, not inside the first step that needs one
+        # (a failure here is left to that step, as before).
+        try:
+            self.decode_attention.prebuild(
+                model.args.num_heads, kv_cache, model.embed_tokens.weight.dtype
+            )
+        except Exception as exc:  # a compiler's error: the step that needs the kernel reports it
+            logger.warning("Decode kernels not built ahead (%s): %.300s", type(exc).__name__, exc)
         self.graphs = None
         if use_cuda_graphs and device.type == "cuda" and self.decode_attention.is_graph_safe:
             self.graphs = DecodeGraphs(self, max_num_seqs=max_num_seqs, max_model_len=max_model_len)

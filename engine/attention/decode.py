@@ -17,7 +17,12 @@ import numpy as np
 import torch
 
 from engine.attention.base import AttentionBackend, AttentionMetadata
-from engine.attention.fp8_kv import Fp8KVBackend, QuantizedPages, write_pages
+from engine.attention.fp8_kv import (
+    Fp8KVBackend,
+    QuantizedPages,
+    dequantize_pages,
+    write_pages,
+)
 
 
 @dataclass
@@ -82,9 +87,10 @@ class DecodeAttention:
     ) -> torch.Tensor:
         raise NotImplementedError
 
-    def prebuild(self, num_heads: int, k_cache: Any, v_cache: Any, dtype: torch.dtype) -> None:
-        """Compile ahead whatever a decode step would otherwise compile at its first launch
-        (a layer's caches; nothing to do for most)."""
+    def prebuild(self, num_heads: int, kv_cache: Any, dtype: torch.dtype) -> None:
+        """Compile ahead whatever a step would otherwise compile at its first launch, over
+        kv_cache (an engine.kv_cache.KVCache: every layer's k and v, its scratch_slot);
+        nothing to do for most."""
 
 
 class PerSequenceDecode(DecodeAttention):
@@ -114,16 +120,40 @@ class PagedDecode(DecodeAttention):
     def __init__(self, kernel: Callable[..., torch.Tensor]) -> None:
         self.kernel = kernel
 
-    def prebuild(self, num_heads, k_cache, v_cache, dtype):
+    def prebuild(self, num_heads, kv_cache, dtype):
+        """The decode kernels' variants over every layer's caches (a layer's pages and scales
+        are views into one tensor: their pointers' alignment, which Triton specializes on,
+        can differ from layer to layer); over an FP8 cache also the fused write, into the
+        scratch slot, from K and V laid out as the model's fused projection gives them, and
+        the prefill's read of the pages."""
         from engine.attention.paged_decode import prebuild
 
-        if isinstance(k_cache, QuantizedPages):
+        for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
+            if not isinstance(k_cache, QuantizedPages):
+                prebuild(num_heads, k_cache, v_cache, dtype)
+                continue
             prebuild(
                 num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
                 v_scale=v_cache.scale,
             )  # fmt: skip
-        else:
-            prebuild(num_heads, k_cache, v_cache, dtype)
+            num_kv_heads, head_dim = k_cache.data.shape[2], k_cache.data.shape[3]
+            qkv = torch.zeros(
+                1,
+                (num_heads + 2 * num_kv_heads) * head_dim,
+                dtype=dtype,
+                device=k_cache.data.device,
+            )
+            _, k, v = qkv.split(
+                [num_heads * head_dim, num_kv_heads * head_dim, num_kv_heads * head_dim], dim=-1
+            )
+            slot = torch.tensor([kv_cache.scratch_slot], device=qkv.device)
+            write_pages(
+                k.view(1, num_kv_heads, head_dim), v.view(1, num_kv_heads, head_dim), k_cache,
+                v_cache, slot,
+            )  # fmt: skip
+            first_page = torch.zeros(1, dtype=torch.long, device=qkv.device)
+            for pages in (k_cache, v_cache):  # a prefill's read of the pages
+                dequantize_pages(pages, first_page, dtype)
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_slots(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -176,7 +206,7 @@ class CpuPagedDecode(PagedDecode):
     name = "paged_cpu"
     is_graph_safe = False
 
-    def prebuild(self, num_heads, k_cache, v_cache, dtype):
+    def prebuild(self, num_heads, kv_cache, dtype):
         """Nothing: the kernel is compiled once, ahead (worker/model/kernel_build)."""
 
 

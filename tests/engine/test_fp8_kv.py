@@ -217,6 +217,35 @@ def test_fp8_cache_on_cuda_with_graphs_keeps_greedy_output(llama) -> None:
     assert [r.token_ids for r in results] == [r.token_ids for r in expected]
 
 
+def _compiled_variants() -> int:
+    """Kernel variants Triton has built in this process, over all of the engine's kernels."""
+    from engine.attention import fp8_kv_kernels, paged_decode_kernels
+
+    kernels = [
+        paged_decode_kernels._paged_decode_split_kernel,
+        paged_decode_kernels._merge_splits_kernel,
+        fp8_kv_kernels._write_pages_kernel,
+        fp8_kv_kernels._dequantize_pages_kernel,
+    ]
+    return sum(len(cache[0]) for fn in kernels for cache in fn.device_caches.values())
+
+
+@needs_cuda
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+def test_no_kernel_compiles_in_a_step_after_the_engine_starts(llama, kv_dtype: str) -> None:
+    """Once the engine is built (its runner's prebuild), prefills, mixed steps and decodes of
+    several lengths and batch sizes, eager (chunks of 64) and in CUDA graphs, compile no Triton
+    kernel variant: a first-launch compile inside a step stalled every decoding request."""
+    engine = tiny_engine(llama, device="cuda", dtype="bfloat16", chunk_size=64, kv_dtype=kv_dtype)
+    torch.cuda.synchronize()
+    before = _compiled_variants()
+    prompts = [_prompt(length, seed) for seed, length in enumerate((20, 150, 70, 300, 600, 17))]
+    engine.generate_many(prompts, SamplingParams(max_new_tokens=40))
+    engine.generate(_prompt(400, 9), SamplingParams(max_new_tokens=5))
+    torch.cuda.synchronize()
+    assert _compiled_variants() == before
+
+
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
 def test_fp8_cache_decode_error_does_not_grow_as_v_shrinks() -> None:
     """The paged decode kernel over an FP8 cache, fp16 model, under Triton's interpreter: V's
