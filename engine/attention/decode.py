@@ -124,8 +124,8 @@ class PagedDecode(DecodeAttention):
         """The decode kernels' variants over every layer's caches (a layer's pages and scales
         are views into one tensor: their pointers' alignment, which Triton specializes on,
         can differ from layer to layer); over an FP8 cache also the fused write, into the
-        scratch slot, from K and V laid out as the model's fused projection gives them, and
-        the prefill's read of the pages."""
+        scratch slot, from K and V laid out as the model gives them (K out of RoPE, V a view
+        of the fused projection), and the prefill's read of the pages."""
         from engine.attention.paged_decode import prebuild
 
         for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
@@ -137,21 +137,15 @@ class PagedDecode(DecodeAttention):
                 v_scale=v_cache.scale,
             )  # fmt: skip
             num_kv_heads, head_dim = k_cache.data.shape[2], k_cache.data.shape[3]
-            qkv = torch.zeros(
-                1,
-                (num_heads + 2 * num_kv_heads) * head_dim,
-                dtype=dtype,
-                device=k_cache.data.device,
-            )
-            _, k, v = qkv.split(
-                [num_heads * head_dim, num_kv_heads * head_dim, num_kv_heads * head_dim], dim=-1
-            )
-            slot = torch.tensor([kv_cache.scratch_slot], device=qkv.device)
-            write_pages(
-                k.view(1, num_kv_heads, head_dim), v.view(1, num_kv_heads, head_dim), k_cache,
-                v_cache, slot,
-            )  # fmt: skip
-            first_page = torch.zeros(1, dtype=torch.long, device=qkv.device)
+            device = k_cache.data.device
+            # K comes out of RoPE a tensor of its own, V a view of the fused projection.
+            k = torch.zeros(1, num_kv_heads, head_dim, dtype=dtype, device=device)
+            width = (num_heads + 2 * num_kv_heads) * head_dim
+            qkv = torch.zeros(1, width, dtype=dtype, device=device)
+            v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(1, num_kv_heads, head_dim)
+            slot = torch.tensor([kv_cache.scratch_slot], device=device)
+            write_pages(k, v, k_cache, v_cache, slot)
+            first_page = torch.zeros(1, dtype=torch.long, device=device)
             for pages in (k_cache, v_cache):  # a prefill's read of the pages
                 dequantize_pages(pages, first_page, dtype)
 
