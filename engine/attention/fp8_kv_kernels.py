@@ -143,6 +143,8 @@ def dequantize_pages_fused(
 ) -> torch.Tensor:
     """The blocks of block_table [N] of the contiguous pages data [num_blocks, block_size, KV,
     D] (E4M3) with scales [num_blocks, block_size, KV] -> [N, block_size, KV, D] in dtype."""
+    if not (data.is_contiguous() and scale.is_contiguous()):
+        raise ValueError("dequantize_pages_fused reads contiguous pages and scales.")
     _, block_size, num_kv_heads, head_dim = data.shape
     out = torch.empty(
         (block_table.shape[0], block_size, num_kv_heads, head_dim), dtype=dtype, device=data.device

@@ -50,7 +50,7 @@ def _patch_interpreter() -> None:
     convert_float = interpreter._convert_float
 
     # And E4M3 -> fp32 / fp16 as the GPU's cvt does it: the interpreter's widening reads the
-    # E4M3 NaN (S.1111.111, a byte of its own: E4M3 has no inf) as an infinity.
+    # E4M3 NaN (S.1111.111, a byte of its own: E4M3 has no inf) as +-480.
     widened = {tl.float32: np.float32, tl.float16: np.float16}
 
     def patched_convert_float(data, input_dtype, output_dtype, rounding_mode):
