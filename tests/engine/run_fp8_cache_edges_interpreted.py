@@ -5,13 +5,11 @@ Prints what the checks need as JSON (test_fp8_kv.py starts it with TRITON_INTERP
 
 import json
 import math
-import os
 import sys
 
-import numpy as np
 import torch
 
-from tests.engine.run_paged_decode_interpreted import _patch_interpreter
+from tests.engine.run_paged_decode_interpreted import start_interpreted
 
 GAPS = (100.0, 125.0, 130.0, 140.0)  # log2 units between the two tiles' best scores
 
@@ -87,11 +85,7 @@ def run(device: torch.device) -> dict:
 
 
 def main() -> None:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
-    _patch_interpreter()
-    np.seterr(all="ignore")
-    torch.set_num_threads(1)
+    start_interpreted()
     print(json.dumps(run(torch.device("cpu"))))
 
 

@@ -3,13 +3,11 @@ at several magnitudes: prints each one's error against the fp32 reference (test_
 it with TRITON_INTERPRET=1, which must be set before triton decorates the kernels)."""
 
 import json
-import os
 import sys
 
-import numpy as np
 import torch
 
-from tests.engine.run_paged_decode_interpreted import _patch_interpreter
+from tests.engine.run_paged_decode_interpreted import start_interpreted
 
 GAINS = (1.0, 1e-3, 1e-4)
 
@@ -40,11 +38,7 @@ def run(v_gain: float, context: int = 512, heads: int = 4, dim: int = 128) -> di
 
 
 def main() -> None:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
-    _patch_interpreter()
-    np.seterr(all="ignore")
-    torch.set_num_threads(1)
+    start_interpreted()
     print(json.dumps([run(gain) for gain in GAINS]))
 
 

@@ -5,11 +5,10 @@ TRITON_INTERPRET=1, set before triton decorates kernels; on CUDA it calls check 
 check_read)."""
 
 import json
-import os
 
 import torch
 
-from tests.engine.run_paged_decode_interpreted import _patch_interpreter
+from tests.engine.run_paged_decode_interpreted import start_interpreted
 
 # (tokens, KV heads, head dim, model dtype): Llama's D, SmolLM2's, a D that is no power of two.
 SHAPES = [(5, 2, 128, torch.bfloat16), (3, 3, 64, torch.float16), (4, 1, 80, torch.float32)]
@@ -93,10 +92,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def main() -> None:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
-    _patch_interpreter()
-    torch.set_num_threads(1)
+    start_interpreted()
     cpu = torch.device("cpu")
     print(
         json.dumps(

@@ -3,11 +3,10 @@ whether each matches the fp32 product (test_fp8_small_batch.py starts it with
 TRITON_INTERPRET=1, which must be set before triton decorates the kernel)."""
 
 import json
-import os
 
 import torch
 
-from tests.engine.run_paged_decode_interpreted import _patch_interpreter
+from tests.engine.run_paged_decode_interpreted import start_interpreted
 
 # (rows, outputs, inputs): one row (the GEMV) within one K tile and over two ragged ones, a ragged
 # K, more rows than 16 (BLOCK_M 32), a ragged N.
@@ -57,10 +56,7 @@ def check(
 
 
 def main() -> None:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
-    _patch_interpreter()
-    torch.set_num_threads(1)
+    start_interpreted()
     cpu = torch.device("cpu")
     results = [check(*shape, cpu) for shape in SHAPES]
     results += [check(*shape, cpu, tiles) for shape, tiles in TILE_CASES]

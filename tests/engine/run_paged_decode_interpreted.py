@@ -66,6 +66,17 @@ def _patch_interpreter() -> None:
     interpreter._convert_float = patched_convert_float
 
 
+def start_interpreted() -> None:
+    """A runner's start: refuse a process without TRITON_INTERPRET=1 (it must be set before
+    triton decorates the kernels), patch the interpreter, quiet NumPy's warnings on masked
+    lanes (NaN, inf, division by zero: the kernels mask them on purpose), one thread."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")
+    _patch_interpreter()
+    np.seterr(all="ignore")
+    torch.set_num_threads(1)
+
+
 def main(out_path: str) -> None:
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise SystemExit("set TRITON_INTERPRET=1 (before triton decorates the kernels)")

@@ -351,10 +351,6 @@ def test_fused_write_builds_for_hopper(dtype: str) -> None:
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from engine.attention.fp8_kv_kernels import _write_pages_kernel as fn
 
     constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128}
@@ -369,15 +365,7 @@ def test_fused_write_builds_for_hopper(dtype: str) -> None:
         "fp8_max": "fp32",
         "min_scale": "fp32",
     }
-    signature = {
-        name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
-    }
-    built = triton.compile(
-        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
-        target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": 1},
-    )
-    ptx = built.asm["ptx"]
+    ptx = _sm90_ptx(fn, kinds, constexprs, num_warps=1)
     # Rounds as torch's cast (to nearest even), and divides as torch (IEEE: Triton's `/` is
     # the approximate div.full.f32 on a GPU, which the interpreter cannot show).
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
@@ -395,10 +383,6 @@ def test_fused_read_builds_for_hopper(dtype: str) -> None:
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from engine.attention.fp8_kv_kernels import _dequantize_pages_kernel as fn
 
     constexprs = {"NUM_KV_HEADS": 8, "KV_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16}
@@ -408,13 +392,24 @@ def test_fused_read_builds_for_hopper(dtype: str) -> None:
         "table_ptr": "*i64",
         "out_ptr": f"*{dtype}",
     }
-    signature = {name: "constexpr" if name in constexprs else kinds[name] for name in fn.arg_names}
-    built = triton.compile(
-        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
-        target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": 4},
-    )
-    ptx = built.asm["ptx"]
+    ptx = _sm90_ptx(fn, kinds, constexprs, num_warps=4)
     assert "cvt.rn.f16x2.e4m3x2" in ptx
     ptx_type = {"bf16": "bf16", "fp16": "f16"}[dtype]
     assert f"cvt.rn.{ptx_type}x2.f32" in ptx or f"cvt.rn.{ptx_type}.f32" in ptx
+
+
+def _sm90_ptx(fn, kinds: dict, constexprs: dict, *, num_warps: int) -> str:
+    """fn built ahead of time for sm_90 (Triton's bundled ptxas), its other arguments i32."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {
+        name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
+    }
+    built = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": num_warps},
+    )
+    return built.asm["ptx"]
