@@ -23,9 +23,9 @@ from engine.device_guard import on_device
 MAX_ROWS = 64  # the kernels take up to this many rows
 # What Fp8Linear sends them: every decode batch up to 64 rows. With split-K tiles at 17-64 rows
 # a layer's four products take 122.7 us at 32 rows and 166.3 at 64 on an H100, against 220.8
-# and 225.0 through torch._scaled_mm with its activations quantized (bench/fp8_matmul_sweep.py,
-# bench/results/fp8_h100.md); with the earlier tiles at 64 rows (214.7 us) _scaled_mm was
-# faster end to end (3,083 against 2,888 tokens/s).
+# and 225.0 through torch._scaled_mm with its activations quantized (bench/fp8_matmul_sweep.py);
+# end to end, 64 streams were level (3,482 against 3,487 tokens/s, two machines;
+# bench/results/fp8_h100.md), and the activations stay bf16.
 LINEAR_ROWS = 64
 # Tile sizes by rows, from bench/fp8_matmul_sweep.py on an H100 (bench/results/fp8_h100.md): at
 # each row count, the configuration whose time summed over the 8B's four projections is least.
@@ -192,7 +192,7 @@ def fp8_weight_gemv(
             weight.stride(0),
             out.stride(-2),  # a row of the output (of each split's partials)
             out.stride(0) if split_k > 1 else 0,
-            BLOCK_M=triton.next_power_of_2(rows),
+            BLOCK_M=_block_m("gemv", rows),
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             SPLIT_K=split_k,
@@ -209,6 +209,11 @@ def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
     return torch.empty((split_k, x.shape[0], outputs), dtype=torch.float32, device=x.device)
 
 
+def _block_m(kind: str, rows: int) -> int:
+    """The rows a program holds: a power of two, at least 16 for the tensor-core kernel's tl.dot."""
+    return triton.next_power_of_2(rows) if kind == "gemv" else max(16, triton.next_power_of_2(rows))
+
+
 def plan(rows: int) -> tuple[str, dict]:
     """The kernel ("gemv" or "dot") and tile sizes for a product of `rows` rows."""
     if rows == 1:
@@ -218,18 +223,13 @@ def plan(rows: int) -> tuple[str, dict]:
 
 def prebuild_rows(rows: int = LINEAR_ROWS) -> list[int]:
     """The least row count of each kernel variant that products of up to `rows` rows launch:
-    each kind and tile of plan(), at each BLOCK_M (the rows' power of two, 16 at least for the
-    tensor-core kernel). N and K are not among them: Triton specializes them only on being
-    multiples of 16, which every weight the kernels take is."""
+    each kind and tile of plan(), at each BLOCK_M (_block_m, as the launchers take it). N and K
+    are not among them: Triton specializes them only on being multiples of 16, which every
+    weight the kernels take is."""
     firsts: dict[tuple, int] = {}
     for count in range(1, rows + 1):
         kind, config = plan(count)
-        block_m = (
-            triton.next_power_of_2(count)
-            if kind == "gemv"
-            else max(16, triton.next_power_of_2(count))
-        )
-        firsts.setdefault((kind, tuple(sorted(config.items())), block_m), count)
+        firsts.setdefault((kind, tuple(sorted(config.items())), _block_m(kind, count)), count)
     return sorted(firsts.values())
 
 
@@ -288,7 +288,7 @@ def fp8_weight_dot(
             weight.stride(0),
             out.stride(-2),  # a row of the output (of each split's partials)
             out.stride(0) if split_k > 1 else 0,
-            BLOCK_M=max(16, triton.next_power_of_2(rows)),
+            BLOCK_M=_block_m("dot", rows),
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             SPLIT_K=split_k,
