@@ -17,12 +17,7 @@ import numpy as np
 import torch
 
 from engine.attention.base import AttentionBackend, AttentionMetadata
-from engine.attention.fp8_kv import (
-    Fp8KVBackend,
-    QuantizedPages,
-    dequantize_pages,
-    write_pages,
-)
+from engine.attention.fp8_kv import Fp8KVBackend, dequantize_pages, write_pages
 
 
 @dataclass
@@ -121,33 +116,13 @@ class PagedDecode(DecodeAttention):
         self.kernel = kernel
 
     def prebuild(self, num_heads, kv_cache, dtype):
-        """The decode kernels' variants over every layer's caches (a layer's pages and scales
-        are views into one tensor: their pointers' alignment, which Triton specializes on,
-        can differ from layer to layer); over an FP8 cache also the fused write, into the
-        scratch slot, from K and V laid out as the model gives them (K out of RoPE, V a view
-        of the fused projection), and the prefill's read of the pages."""
+        """The decode kernels' variants over every layer's caches (a layer's pages are views
+        into one tensor: their pointers' alignment, which Triton specializes on, can differ
+        from layer to layer)."""
         from engine.attention.paged_decode import prebuild
 
         for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
-            if not isinstance(k_cache, QuantizedPages):
-                prebuild(num_heads, k_cache, v_cache, dtype)
-                continue
-            prebuild(
-                num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
-                v_scale=v_cache.scale,
-            )  # fmt: skip
-            num_kv_heads, head_dim = k_cache.data.shape[2], k_cache.data.shape[3]
-            device = k_cache.data.device
-            # K comes out of RoPE a tensor of its own, V a view of the fused projection.
-            k = torch.zeros(1, num_kv_heads, head_dim, dtype=dtype, device=device)
-            width = (num_heads + 2 * num_kv_heads) * head_dim
-            qkv = torch.zeros(1, width, dtype=dtype, device=device)
-            v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(1, num_kv_heads, head_dim)
-            slot = torch.tensor([kv_cache.scratch_slot], device=device)
-            write_pages(k, v, k_cache, v_cache, slot)
-            first_page = torch.zeros(1, dtype=torch.long, device=device)
-            for pages in (k_cache, v_cache):  # a prefill's read of the pages
-                dequantize_pages(pages, first_page, dtype)
+            prebuild(num_heads, k_cache, v_cache, dtype)
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_slots(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -179,6 +154,29 @@ class Fp8PagedDecode(PagedDecode):
     quantized into their slots, and the kernel dequantizes each tile it loads."""
 
     name = "paged_triton_fp8"
+
+    def prebuild(self, num_heads, kv_cache, dtype):
+        """As PagedDecode's, over each layer's pages and scales, and the FP8 cache's other two
+        kernels: the fused write, into the scratch slot, from K and V laid out as the model
+        gives them (K out of RoPE, V a view of the fused projection), and the prefill's read."""
+        from engine.attention.paged_decode import prebuild
+
+        for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
+            prebuild(
+                num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
+                v_scale=v_cache.scale,
+            )  # fmt: skip
+            num_kv_heads, head_dim = k_cache.data.shape[2], k_cache.data.shape[3]
+            device = k_cache.data.device
+            k = torch.zeros(1, num_kv_heads, head_dim, dtype=dtype, device=device)
+            width = (num_heads + 2 * num_kv_heads) * head_dim
+            qkv = torch.zeros(1, width, dtype=dtype, device=device)
+            v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(1, num_kv_heads, head_dim)
+            slot = torch.tensor([kv_cache.scratch_slot], device=device)
+            write_pages(k, v, k_cache, v_cache, slot)
+            first_page = torch.zeros(1, dtype=torch.long, device=device)
+            for pages in (k_cache, v_cache):
+                dequantize_pages(pages, first_page, dtype)
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_pages(k, v, k_cache, v_cache, batch.slot_mapping)
