@@ -1,11 +1,24 @@
-"""The device a Triton kernel launches on: Triton uses the current CUDA device, which need not
-be its tensors' (an engine on cuda:1)."""
+"""What launching our Triton kernels needs: their module, where Triton imports (triton_module),
+and the device they launch on (on_device: Triton uses the current CUDA device, which need not be
+their tensors', as for an engine on cuda:1)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+from types import ModuleType
 
 import torch
+
+
+@functools.cache
+def triton_module(name: str) -> ModuleType | None:
+    """The kernels' module `name` (it imports triton), or None where Triton is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # no triton
+        return None
 
 
 def on_device(device: torch.device) -> contextlib.AbstractContextManager:

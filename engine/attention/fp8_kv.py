@@ -7,19 +7,20 @@ costs 4 bytes per head_dim bytes: a block takes (D + 4) / 2D of its bf16 size, 0
 Writes quantize (write_pages: a scatter, graph-safe). Reads: the paged decode kernel on CUDA
 dequantizes the tiles it loads (paged_decode.py); every other path (prefill chunks, decode on the
 CPU) goes through Fp8KVBackend, which dequantizes the sequence's pages (one Triton kernel on
-CUDA) into a scratch cache in the model's dtype and runs the model's own attention backend on it, unchanged. The chunk's own
-keys are written there exactly (not rounded), as the chunk attends to them.
+CUDA) into a scratch cache in the model's dtype and runs the model's own attention backend on
+it, unchanged. The chunk's own keys are written there exactly (not rounded), as the chunk
+attends to them.
 """
 
 from __future__ import annotations
 
-import functools
 from types import ModuleType
 from typing import NamedTuple
 
 import torch
 
 from engine.attention.base import AttentionBackend, AttentionMetadata
+from engine.device_guard import triton_module
 from engine.models.fp8 import FP8_MAX, MIN_SCALE, to_fp8
 
 SCALE_DTYPE = torch.float32
@@ -63,13 +64,8 @@ def write_pages(
         pages.scale.view(-1, num_kv_heads).index_copy_(0, slot_mapping, scale)
 
 
-@functools.cache
 def _fused_kernels() -> ModuleType | None:
-    try:
-        from engine.attention import fp8_kv_kernels
-    except ImportError:  # no triton
-        return None
-    return fp8_kv_kernels
+    return triton_module("engine.attention.fp8_kv_kernels")
 
 
 def dequantize_pages(

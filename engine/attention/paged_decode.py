@@ -21,7 +21,7 @@ from types import ModuleType
 
 import torch
 
-from engine.device_guard import on_device
+from engine.device_guard import on_device, triton_module
 from engine.errors import EngineError
 
 LOG2_E = 1.4426950408889634
@@ -362,13 +362,8 @@ def _check_inputs(
         raise EngineError("q, the caches, block_tables and out need a contiguous last dimension.")
 
 
-@functools.cache
 def _kernels() -> ModuleType | None:
-    try:
-        from engine.attention import paged_decode_kernels
-    except ImportError:  # no triton
-        return None
-    return paged_decode_kernels
+    return triton_module("engine.attention.paged_decode_kernels")
 
 
 def _is_interpreted(kernels: ModuleType) -> bool:
