@@ -23,26 +23,24 @@ step() {  # step SECONDS NAME COMMAND...
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
-    # Issue 24: the busy load's stall was Triton compiling a decode kernel variant inside a
-    # step (kv_tiers_h100.md, 18:10 note); with the variants built at start, the same load
-    # again (its longest step sampled), then the tests that nothing compiles after prebuild,
-    # then the tiers' GPU tests.
-    step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --tokens 131072 --busy-profile \
+    # Issue 24: the KV tiers at 128K with the load while 8 requests decode (the engine's thread
+    # sampled in its longest step; no profiler, whose stop would be that step), the tests that
+    # nothing compiles after the engine's prebuild, then the tiers' GPU tests.
+    step 200 kv-tiers python3 bench/kv_tiers.py --device cuda --tokens 131072 \
         --label "$label" --out-dir "$out"
     step 90 prebuild-tests python3 -m pytest tests/engine/test_paged_decode.py \
         tests/engine/test_fp8_small_batch.py -q -o addopts= -k "nothing_compiles or prebuild"
     step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
 fi
 if [ "${ONLY:-23}" = 23 ]; then
-    # Issue 23: FP8 on this card, most wanted first (the call's 600 s may cut the last steps).
-    # The kernels' tests (the fused FP8 KV write's first run on a GPU), the FP8 decode tiles and
-    # its fp16 dots against bf16's, the engine end to end
-    # (kernels against _scaled_mm), where a step goes, the products at 32 and 64 rows (where
-    # Fp8Linear hands over to _scaled_mm: LINEAR_ROWS), then compiled.
+    # Issue 23: FP8 on this card, most wanted first (the call's 600 s cuts the last steps: a
+    # second call gets them). The kernels' tests (the fused FP8 KV write's first run on a GPU),
+    # the engine end to end, the 128K prompt in 24 GiB (the fused read of FP8 pages), bf16
+    # compiled, the FP8 decode tiles, FP8 compiled, then against _scaled_mm, where a step goes,
+    # the products at 32 and 64 rows.
     step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py \
         tests/engine/test_paged_decode.py -q -o addopts= -x
-    step 100 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     step 90 gen-fp8 "${fp8[@]}" --label "$label.fp8"
@@ -50,12 +48,13 @@ if [ "${ONLY:-23}" = 23 ]; then
     step 120 prefill-fp8-24gib python3 bench/prefill.py --device cuda --weights fp8 \
         --kv-dtype fp8 --tokens 131072 --memory-cap-gib 24 --runs 1 --out "$out" \
         --label "$label.fp8-24gib"
+    step 150 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --compile \
+        --parts single concurrent --label "$label.bf16.compile" --out-dir "$out"
+    step 100 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
+    step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
     step 90 gen-fp8-scaled-mm "${fp8[@]}" --no-fp8-small-batch-kernel --label "$label.fp8-scaled-mm"
     step 60 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 --kv-dtype fp8 \
         --kernels --batches 1 64 --steps 20
     step 120 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 32 64 --budget-s 100 \
         --out "$out/fp8_matmul_sweep_$label.json"
-    step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
-    step 150 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --compile \
-        --parts single concurrent --label "$label.bf16.compile" --out-dir "$out"
 fi

@@ -239,7 +239,7 @@ def test_no_kernel_compiles_in_a_step_after_the_engine_starts(llama, kv_dtype: s
     engine = tiny_engine(llama, device="cuda", dtype="bfloat16", chunk_size=64, kv_dtype=kv_dtype)
     torch.cuda.synchronize()
     before = _compiled_variants()
-    prompts = [_prompt(length, seed) for seed, length in enumerate((20, 150, 70, 300, 600, 17))]
+    prompts = [_prompt(length, seed) for seed, length in enumerate((20, 150, 70, 300, 440, 17))]
     engine.generate_many(prompts, SamplingParams(max_new_tokens=40))
     engine.generate(_prompt(400, 9), SamplingParams(max_new_tokens=5))
     torch.cuda.synchronize()
