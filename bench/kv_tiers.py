@@ -113,6 +113,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(kv_tiers_LABEL.profile-TOKENS.txt)",
     )
     parser.add_argument(
+        "--kv-dtype",
+        default="auto",
+        choices=["auto", "fp8"],
+        help="EngineConfig.kv_dtype of every engine of the run, the cold ones included (fp8: "
+        "E4M3 with a scale per token and head; the tiers keep both)",
+    )
+    parser.add_argument(
         "--device-checksums",
         action="store_true",
         help="EngineConfig.kv_device_checksums: block files checked on the device, not the host",
@@ -133,6 +140,7 @@ class Model:
 
     def __init__(self, args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> None:
         self.state_dict: dict[str, torch.Tensor] | None = None
+        self.kv_dtype = args.kv_dtype
         self.is_random = args.model == "llama3-8b-random"
         if args.model == "default":
             self.folder = convert_gguf(_default_gguf(), args.cache_dir)
@@ -145,7 +153,9 @@ class Model:
             self.folder, self.name = Path(args.model), Path(args.model).name
 
     def engine(self, device: str, dtype: str, **tiers: Any) -> LLMEngine:
-        config = EngineConfig(model_path=self.folder, device=device, dtype=dtype, **tiers)
+        config = EngineConfig(
+            model_path=self.folder, device=device, dtype=dtype, kv_dtype=self.kv_dtype, **tiers
+        )
         return LLMEngine(config, state_dict=self.state_dict)
 
 
@@ -278,8 +288,11 @@ def run_length(args, model: Model, num_tokens: int, kv_dir: Path) -> dict[str, A
     warm_up = list(reversed(texts[0]))
     _warm(plain, warm_up)
     rows = {"cold-plain": first_token(plain, texts[0], tag)}
-    kv_per_token = plain.model_shape.num_layers * plain.model_shape.num_kv_heads
-    kv_per_token *= 2 * plain.model_shape.head_dim * plain._main.dtype_bytes
+    kv_per_token = plain.model_shape.num_layers * plain.model_shape.num_kv_heads * 2
+    if args.kv_dtype == "fp8":  # a byte a value, and an fp32 scale per token and head
+        kv_per_token *= plain.model_shape.head_dim + 4
+    else:
+        kv_per_token *= plain.model_shape.head_dim * plain._main.dtype_bytes
     del plain
     _free()
     tiers = {
@@ -647,7 +660,13 @@ def write_report(out: Path, meta: dict[str, Any], results: list[dict[str, Any]])
     lines = [
         "# KV tiers: time to first token of a follow-up question, by where its prefix comes from",
         "",
-        f"Model {meta['model']} on {meta['hardware']['device']} "
+        f"Model {meta['model']}"
+        + (
+            ", FP8 KV cache (E4M3 and its scales in every tier)"
+            if meta.get("kv_dtype") == "fp8"
+            else ""
+        )
+        + f" on {meta['hardware']['device']} "
         f"({meta['hardware'].get('gpu_name') or meta['hardware']['cpu_model']}, "
         f"{meta['hardware']['cpu_count']} CPUs, load average at start "
         f"{meta['hardware']['load_average_at_start'][0]:.1f}), torch "
@@ -796,6 +815,7 @@ def main(argv: list[str] | None = None) -> None:
         "hardware": hardware(device),
         "torch_threads": torch.get_num_threads(),
         "device_checksums": args.device_checksums,
+        "kv_dtype": args.kv_dtype,
     }
     name = "kv_tiers" + (f"_{args.label}" if args.label else "")
     write_report(args.out_dir / name, meta, results)

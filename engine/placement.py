@@ -169,6 +169,7 @@ def build_placement(
         tiers = build_kv_tiers(
             config,
             kv_cache=kv_cache,
+            model_dtype=dtype,
             blocks=blocks,
             checkpoint_dir=checkpoint_dir,
             state_dict=state_dict,

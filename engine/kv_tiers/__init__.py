@@ -11,6 +11,7 @@ import torch
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.kv_cache import KVCache
+from engine.kv_tiers.cache_blocks import CacheBlocks
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, InvalidCacheTag, check_tag
 from engine.kv_tiers.identity import files_fingerprint, state_dict_fingerprint, tier_namespace
@@ -35,16 +36,14 @@ def build_kv_tiers(
     config: EngineConfig,
     *,
     kv_cache: KVCache,
+    model_dtype: torch.dtype,
     blocks: BlockManager,
     checkpoint_dir: Path,
     state_dict: Mapping[str, torch.Tensor] | None,
 ) -> TieredKVCache | None:
-    """The tiers config asks for over this cache, or None when it asks for none."""
+    """The tiers config asks for over this cache, or None when it asks for none. An FP8 cache's
+    blocks travel with their scales (cache_blocks.py)."""
     if not config.has_kv_tiers:
-        return None
-    if kv_cache.is_fp8:
-        # A block's FP8 values mean nothing without its scales, which the tiers do not keep yet.
-        logger.warning("KV tiers off: they do not keep an FP8 KV cache's scales yet")
         return None
     files = files_fingerprint(checkpoint_dir)
     if config.kv_model_identity is not None:
@@ -53,14 +52,16 @@ def build_kv_tiers(
         weights = state_dict_fingerprint(state_dict)
     else:
         weights = files
-    tensor = kv_cache.tensor  # [2, L, num_blocks + 1, block_size, KV, D]
+    cache_blocks = CacheBlocks(kv_cache.tensor, kv_cache.scales)
     namespace = tier_namespace(
         weights=weights,
         tokenizer_and_config=files,
-        dtype=tensor.dtype,
-        kv_dtype=tensor.dtype,
+        dtype=model_dtype,
+        kv_dtype=kv_cache.tensor.dtype,
         block_size=kv_cache.block_size,
-        kv_block_shape=(tensor.shape[0], tensor.shape[1], *tensor.shape[3:]),
+        kv_block_shape=cache_blocks.block_shape,
+        # The same files quantized to FP8 at load write other KV than in bf16.
+        weights_format=config.weights,
     )
     cpu = CpuTier(config.kv_cpu_tier_bytes) if config.kv_cpu_tier_bytes > 0 else None
     disk = None

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from engine.kv_tiers.block_sums import block_sums, to_device
+from engine.kv_tiers.cache_blocks import CacheBlocks
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier
 
@@ -194,38 +195,38 @@ def lower_hits(
 
 
 def copy_blocks_to_host(
-    cache: torch.Tensor,
+    cache: CacheBlocks,
     block_ids: list[int],
     hosts: list[torch.Tensor],
     sums: torch.Tensor | None = None,
 ) -> None:
-    """cache[:, :, block_ids[i]] into hosts[i] (on the current stream, asynchronously into
+    """The cache's blocks block_ids[i] into hosts[i] (on the current stream, asynchronously into
     pinned memory): per run of adjacent host blocks one gather on the cache's device and one
     copy, not two launches a block (a 128K prefill registers 8,192 blocks). sums, [n, 2] int64
     on the cache's device: filled with each block's "sum64x2" (block_sums.py)."""
     index = to_device(block_ids, cache.device)
     for start, end in host_runs(hosts):
-        gathered = cache.movedim(2, 0).index_select(0, index[start:end])  # contiguous
+        gathered = cache.gather(index[start:end])  # contiguous
         run_view(hosts, start, end).copy_(gathered, non_blocking=True)
         if sums is not None:
             sums[start:end] = block_sums(gathered)
 
 
 def copy_blocks_from_host(
-    cache: torch.Tensor,
+    cache: CacheBlocks,
     block_ids: list[int],
     kvs: list[torch.Tensor],
     expected: list[tuple[int, int] | None] | None = None,
 ) -> torch.Tensor | None:
-    """kvs[i] into cache[:, :, block_ids[i]] (on the current stream): one copy per run of adjacent
-    host blocks into a staging buffer [n, 2, L, block_size, KV, D], then one scatter. expected:
+    """kvs[i] into the cache's block block_ids[i] (on the current stream): one copy per run of
+    adjacent host blocks into a staging buffer [n, *block shape], then one scatter. expected:
     per block its file's "sum64x2" still to be checked (None: checked already); returns then
     a bool tensor on the cache's device, True where a block's sums differ."""
     staging = torch.empty((len(kvs), *kvs[0].shape), dtype=cache.dtype, device=cache.device)
     for start, end in host_runs(kvs):
         staging[start:end].copy_(run_view(kvs, start, end), non_blocking=True)
     index = to_device(block_ids, cache.device)
-    cache.index_copy_(2, index, staging.movedim(0, 2))
+    cache.scatter(index, staging)
     if expected is None or all(sums is None for sums in expected):
         return None
     want = to_device([sums or (0, 0) for sums in expected], cache.device)
@@ -241,11 +242,11 @@ class CacheWriter:
 
     def __init__(
         self,
-        cache: torch.Tensor,
+        cache: CacheBlocks,
         stream: torch.cuda.Stream | None,
         checks: list[tuple[list[int], torch.Tensor]] | None = None,
     ) -> None:
-        self.cache = cache  # [2, L, num_blocks + 1, block_size, KV, D]
+        self.cache = cache
         self.stream = stream
         self.checks = checks if checks is not None else []
         self._block_ids: list[int] = []

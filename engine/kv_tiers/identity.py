@@ -61,9 +61,13 @@ def tier_namespace(
     kv_dtype: torch.dtype,
     block_size: int,
     kv_block_shape: tuple[int, ...],
+    weights_format: str = "auto",
 ) -> str:
-    """32 hex digits naming everything a block's KV depends on besides its tokens."""
-    parts = {
+    """32 hex digits naming everything a block's KV depends on besides its tokens. dtype is the
+    model's, kv_dtype the cache's; weights_format how the weights were loaded ("auto": as the
+    checkpoint holds them, "fp8": quantized at load), named only when not "auto", so the
+    namespaces of caches written before it are unchanged."""
+    parts: dict[str, object] = {
         "format": 1,
         "weights": weights,
         "tokenizer_and_config": tokenizer_and_config,
@@ -72,6 +76,8 @@ def tier_namespace(
         "block_size": block_size,
         "kv_block_shape": list(kv_block_shape),
     }
+    if weights_format != "auto":
+        parts["weights_format"] = weights_format
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -30,6 +30,7 @@ from engine.block_manager import BlockManager, NoFreeBlocksError, prefix_block_k
 from engine.kv_cache import KVCache
 from engine.kv_tiers.block_file import BlockMisfit
 from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, CacheWriter, Hit, PrefixReads
+from engine.kv_tiers.cache_blocks import CacheBlocks
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier
 from engine.kv_tiers.disk_writer import DiskWriter
@@ -83,6 +84,7 @@ class LoadsUp:
     _has): the scheduler's PrefixLoader (engine/scheduler.py)."""
 
     kv_cache: KVCache
+    cache_blocks: CacheBlocks
     blocks: BlockManager
     cpu: CpuTier | None
     disk: DiskTier | None
@@ -269,7 +271,7 @@ class LoadsUp:
                         break
                     load.held.append(block_id)
                     if writer is None:
-                        writer = CacheWriter(self.kv_cache.tensor, self._stream, load.checks)
+                        writer = CacheWriter(self.cache_blocks, self._stream, load.checks)
                     writer.add(block_id, kv, sums)
                     if sums is not None and self.cpu is not None:
                         load.unchecked.append((block_hash, token_ids, kv))

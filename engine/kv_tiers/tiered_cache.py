@@ -14,7 +14,6 @@ tombstone, looked for at most once a second), is dropped from every tier.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -24,6 +23,7 @@ import torch
 from engine.block_manager import BlockManager
 from engine.kv_cache import KVCache
 from engine.kv_tiers.block_loads import CPU_TIER, DISK_TIER, copy_blocks_to_host, make_read_pool
+from engine.kv_tiers.cache_blocks import CacheBlocks
 from engine.kv_tiers.cpu_tier import CpuTier
 from engine.kv_tiers.disk_tier import DiskTier, check_tag
 from engine.kv_tiers.disk_writer import DiskWriter
@@ -76,13 +76,14 @@ class TieredKVCache(LoadsUp):
 
     def __post_init__(self) -> None:
         self.blocks.record_registered = True
-        self.device = self.kv_cache.tensor.device
-        self.dtype = self.kv_cache.tensor.dtype
+        # One block's KV as the tiers hold it: [2, L, block_size, KV, D] in the cache's dtype, or
+        # an FP8 cache's values and scales packed as bytes (cache_blocks.py).
+        self.cache_blocks = CacheBlocks(self.kv_cache.tensor, self.kv_cache.scales)
+        self.device = self.cache_blocks.device
+        self.dtype = self.cache_blocks.dtype
         self._dtype_name = str(self.dtype).removeprefix("torch.")  # as block files name it
-        # One block's KV: [2, L, block_size, KV, D].
-        shape = self.kv_cache.tensor.shape
-        self.block_shape = (shape[0], shape[1], *shape[3:])
-        self._block_bytes = math.prod(self.block_shape) * self.dtype.itemsize
+        self.block_shape = self.cache_blocks.block_shape
+        self._block_bytes = self.cache_blocks.block_bytes
         self.writer = DiskWriter(self.disk) if self.disk is not None else None
         self._is_cuda = self.device.type == "cuda"
         self._streams = (
@@ -154,7 +155,7 @@ class TieredKVCache(LoadsUp):
         return in_cpu and on_disk
 
     def _copy_out(self, todo: list[tuple[int, int, tuple[int, ...], str]]) -> None:
-        tensor = self.kv_cache.tensor
+        cache = self.cache_blocks
         block_ids = [item[0] for item in todo]
         hosts = [self._host.take() for _ in todo]
         items = [
@@ -165,7 +166,7 @@ class TieredKVCache(LoadsUp):
             sums = None
             if self.device_sums:
                 sums = torch.empty((len(todo), 2), dtype=torch.int64)
-            copy_blocks_to_host(tensor, block_ids, hosts, sums)
+            copy_blocks_to_host(cache, block_ids, hosts, sums)
             for item, item_sums in zip(items, _rows(sums, len(items)), strict=True):
                 self._keep(*item, item_sums)
             return
@@ -179,7 +180,7 @@ class TieredKVCache(LoadsUp):
             sums = None
             if self.device_sums:
                 sums = torch.empty((len(todo), 2), dtype=torch.int64, device=self.device)
-            copy_blocks_to_host(tensor, block_ids, hosts, sums)
+            copy_blocks_to_host(cache, block_ids, hosts, sums)
             if sums is not None:
                 host_sums = torch.empty(sums.shape, dtype=sums.dtype, pin_memory=True)
                 host_sums.copy_(sums, non_blocking=True)

@@ -12,6 +12,8 @@ from tests.engine.conftest import tiny_engine
 
 # The tiny Llama's KV: 2 layers x 2 heads x 16 dims x (K, V) x 4 bytes = 512 bytes a token.
 KV_BYTES_PER_TOKEN = 512
+# With an FP8 cache: 128 bytes of E4M3 values and 2 x 2 x 2 fp32 scales (one a token and head).
+FP8_KV_BYTES_PER_TOKEN = 128 + 32
 BLOCK_SIZE = 16
 GREEDY = SamplingParams(max_new_tokens=6)
 

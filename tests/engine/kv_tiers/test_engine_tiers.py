@@ -14,6 +14,7 @@ from engine.kv_tiers.block_loads import host_runs
 from tests.engine.conftest import save_tiny_model
 from tests.engine.kv_tiers.conftest import (
     BLOCK_SIZE,
+    FP8_KV_BYTES_PER_TOKEN,
     GREEDY,
     KV_BYTES_PER_TOKEN,
     document,
@@ -256,11 +257,37 @@ def test_a_deletion_elsewhere_reaches_blocks_an_untagged_request_loaded(llama, t
     reader.close()
 
 
-def test_an_fp8_kv_cache_runs_without_tiers_rather_than_storing_values_without_scales(
+def test_an_fp8_cache_keeps_its_scales_in_the_tiers_and_answers_as_cold_after_a_restart(
     llama, tmp_path
 ) -> None:
-    engine = tiered_engine(llama, kv_disk_tier_dir=tmp_path / "kv", kv_dtype="fp8")
-    doc = document(80, seed=7)
-    engine.generate(question(doc, 1), GREEDY)
-    engine.flush_kv_tiers()
-    assert kv_files(tmp_path / "kv") == []
+    """An FP8 cache's blocks go down with their scales (values and scales as bytes: 128 + 32
+    bytes a token for the tiny Llama) and come back from the disk and the CPU tier to the same
+    answer as a cold FP8 engine; the FP8 files are not hits for a cache of the model's dtype."""
+    doc = document(300, seed=7)
+    cold = tiered_engine(llama, kv_dtype="fp8", enable_prefix_cache=False)
+    expected = cold.generate(question(doc, 2), GREEDY).token_ids
+    first = tiered_engine(llama, kv_disk_tier_dir=tmp_path, kv_dtype="fp8")
+    assert first.generate(question(doc, 1), GREEDY, cache_tag=TAG).token_ids == (
+        cold.generate(question(doc, 1), GREEDY).token_ids
+    )
+    first.close()
+    assert len(kv_files(tmp_path)) == 307 // BLOCK_SIZE
+
+    restarted = tiered_engine(llama, kv_disk_tier_dir=tmp_path, kv_dtype="fp8")
+    second = restarted.generate(question(doc, 2), GREEDY, cache_tag=TAG)
+    stats = second.stats.to_dict()
+    assert stats["disk_tier_num_tokens"] == 288
+    assert stats["disk_tier_num_bytes"] == 288 * FP8_KV_BYTES_PER_TOKEN
+    assert second.token_ids == expected
+    restarted.close()
+
+    in_cpu = tiered_engine(llama, kv_dtype="fp8", kv_cpu_tier_bytes=1 << 20,
+                           max_kv_cache_bytes=40 * BLOCK_SIZE * FP8_KV_BYTES_PER_TOKEN)  # fmt: skip
+    in_cpu.generate(question(doc, 1), GREEDY, cache_tag=TAG)
+    in_cpu.generate(question(document(500, 8), 1), GREEDY, cache_tag=document_cache_tag(2))
+    again = in_cpu.generate(question(doc, 2), GREEDY, cache_tag=TAG)
+    assert again.stats.tier_tokens("cpu") > 0 and again.token_ids == expected
+
+    wider = tiered_engine(llama, kv_disk_tier_dir=tmp_path)  # the model's dtype
+    assert wider.generate(question(doc, 2), GREEDY, cache_tag=TAG).stats.tier_tokens("disk") == 0
+    wider.close()

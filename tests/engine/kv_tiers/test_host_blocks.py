@@ -16,6 +16,7 @@ from engine.kv_tiers.block_loads import (
     lower_hits,
     run_view,
 )
+from engine.kv_tiers.cache_blocks import CacheBlocks
 from engine.kv_tiers.disk_tier import DiskTier
 from engine.kv_tiers.host_blocks import HostBlocks
 
@@ -110,13 +111,13 @@ def test_blocks_go_down_and_come_back_by_runs_to_the_right_places() -> None:
     host = HostBlocks((2, 3, 4, 2, 5), torch.float32, pinned=False, slab_blocks=3)
     hosts = [host.take() for _ in block_ids]  # runs of 3, 3 and 1
     assert host_runs(hosts) == [(0, 3), (3, 6), (6, 7)]
-    copy_blocks_to_host(cache, block_ids, hosts)
+    copy_blocks_to_host(CacheBlocks(cache), block_ids, hosts)
     for block_id, kv in zip(block_ids, hosts, strict=True):
         assert torch.equal(kv, cache[:, :, block_id])
     target = torch.zeros_like(cache)
     places = [4, 1, 10, 6, 8, 2, 0]
     mixed = [*hosts[:4], cache[:, :, 5].clone(), *hosts[5:]]  # one block from elsewhere
-    copy_blocks_from_host(target, places, mixed)
+    copy_blocks_from_host(CacheBlocks(target), places, mixed)
     for place, kv in zip(places, mixed, strict=True):
         assert torch.equal(target[:, :, place], kv)
     untouched = [b for b in range(12) if b not in places]
@@ -167,3 +168,26 @@ def test_blocks_read_from_disk_lie_in_key_order_whatever_order_the_reads_end_in(
     assert [int(kv[0, 0]) for kv in kvs] == [block_hash for block_hash, _ in keys]
     assert host_runs(kvs) == [(0, 8), (8, 16), (16, 24)]  # a copy up per slab, not per block
     assert takers == {threading.get_ident()}  # reserved here, in key order, not by the readers
+
+
+def test_an_fp8_cache_moves_its_values_and_scales_packed_block_by_block() -> None:
+    # An FP8 cache [K/V, layers, blocks, block size, KV heads, head dim] and its scales.
+    values = torch.randn(2, 3, 9, 4, 2, 8).to(torch.float8_e4m3fn)
+    scales = torch.rand(2, 3, 9, 4, 2) + 0.5
+    blocks = CacheBlocks(values, scales)
+    assert blocks.dtype == torch.uint8 and blocks.block_shape == (2, 3, 4 * 2 * 8 + 4 * 2 * 4)
+    assert blocks.block_bytes == 2 * 3 * (64 + 32)
+    host = HostBlocks(blocks.block_shape, blocks.dtype, pinned=False, slab_blocks=2)
+    hosts = [host.take() for _ in range(3)]
+    copy_blocks_to_host(blocks, [6, 1, 4], hosts)
+    packed = hosts[0].view(2, 3, -1)
+    assert torch.equal(packed[..., :64], values[:, :, 6].reshape(2, 3, -1).view(torch.uint8))
+    assert torch.equal(packed[..., 64:].contiguous().view(torch.float32).view(2, 3, 4, 2),
+                       scales[:, :, 6])  # fmt: skip
+    target = CacheBlocks(torch.zeros_like(values), torch.zeros_like(scales))
+    copy_blocks_from_host(target, [0, 8, 3], hosts)
+    for place, block_id in ((0, 6), (8, 1), (3, 4)):
+        assert torch.equal(target.values[:, :, place].view(torch.uint8),
+                           values[:, :, block_id].view(torch.uint8))  # fmt: skip
+        assert torch.equal(target.scales[:, :, place], scales[:, :, block_id])
+    assert not target.scales[:, :, [1, 2, 4, 5, 6, 7]].any()

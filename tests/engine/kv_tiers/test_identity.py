@@ -29,6 +29,10 @@ def test_every_part_changes_the_namespace() -> None:
     assert base == tier_namespace(**BASE)
     for name, value in changes.items():
         assert tier_namespace(**(BASE | {name: value})) != base, name
+    # Weights quantized to FP8 at load write other KV than the same files in bf16; "auto" (as
+    # the checkpoint holds them) leaves the namespaces of caches written before it as they were.
+    assert tier_namespace(**BASE, weights_format="fp8") != base
+    assert tier_namespace(**BASE, weights_format="auto") == base
 
 
 def test_fingerprints_see_the_weights_and_the_tokenizer(tmp_path) -> None:
