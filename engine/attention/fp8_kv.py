@@ -112,6 +112,12 @@ class Fp8KVBackend(AttentionBackend):
         table = pages.block_table.long()
         k_scratch = dequantize_pages(k_cache, table, q.dtype)  # [N, block_size, KV, D]
         v_scratch = dequantize_pages(v_cache, table, q.dtype)
+        # The chunk's own K/V as the pages hold them (the scratch's slot = position), not as
+        # computed: a token's KV is then the same whichever step wrote it and whichever chunk
+        # reads it, as decode reads it, so a cached or reloaded prefix answers as a cold read.
+        own = slice(meta.start, meta.start + k.shape[0])
+        k = k_scratch.view(-1, *k.shape[1:])[own]
+        v = v_scratch.view(-1, *v.shape[1:])[own]
         return self.inner.forward(q, k, v, k_scratch, v_scratch, meta)
 
 

@@ -160,16 +160,15 @@ def test_fp8_cache_holds_about_twice_the_blocks(llama) -> None:
 
 def test_batching_prefix_reuse_and_preemption_with_the_fp8_cache(llama) -> None:
     """Batched, from a cached prefix and after preemption, each request writes what it writes
-    alone over the FP8 cache, and its first NUM_GREEDY tokens are the unquantized cache's."""
+    alone over the FP8 cache. (Against the unquantized cache: the test above. Here the first
+    prompt's two best first tokens are 0.018 apart in the unquantized logits, FP8's rounding
+    moves them by up to 0.058: its greedy text may differ from the first token on.)"""
     document = _prompt(160, 99)
     prompts = [[*document, 3, 4, 5], [*document, 9, 8, 7, 6], _prompt(90, 1), _prompt(40, 2)]
     params = SamplingParams(max_new_tokens=40)
-    unquantized = tiny_engine(llama, chunk_size=64)
     alone = tiny_engine(llama, chunk_size=64, kv_dtype="fp8", enable_prefix_cache=False)
     expected = [alone.generate(p, params).token_ids for p in prompts]
-    for ours, reference in zip(expected, prompts, strict=True):
-        assert ours[:NUM_GREEDY] == unquantized.generate(reference, params).token_ids[:NUM_GREEDY]
-    shape = unquantized.model_shape
+    shape = alone.model_shape
     # 20 blocks of 16 tokens: the four requests (about 460 tokens with the shared document, in
     # 33 blocks) do not fit at once.
     token_bytes = 2 * shape.num_layers * shape.num_kv_heads * (shape.head_dim + 4)
@@ -413,3 +412,17 @@ def _sm90_ptx(fn, kinds: dict, constexprs: dict, *, num_warps: int) -> str:
         options={"num_warps": num_warps},
     )
     return built.asm["ptx"]
+
+
+def test_the_fp8_cache_gives_the_same_logits_however_the_prompt_is_chunked(llama) -> None:
+    """A token's keys and values are the FP8 pages' whichever step wrote them: a chunk attends to
+    its own K/V as rounded into the pages, as to its prefix's, and as decode does to all. When a
+    chunk attended to its own exactly, the KV depended on where chunks began (last-token logits
+    1-1.7% apart between chunks of 48 and 64 here), so a question after a cached prefix, or one
+    loaded from the KV tiers, could answer unlike a cold read of the same text. On the CPU the
+    unquantized cache gives bitwise the same logits at any chunking; so does FP8 now."""
+    prompt = _prompt(150, 0)
+    engine = tiny_engine(llama, kv_dtype="fp8")
+    whole = engine.prefill_logits(prompt, chunk_size=150)
+    for chunk_size in (64, 48, 17):
+        assert torch.equal(engine.prefill_logits(prompt, chunk_size=chunk_size), whole), chunk_size

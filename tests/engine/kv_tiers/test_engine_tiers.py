@@ -287,6 +287,7 @@ def test_an_fp8_cache_keeps_its_scales_in_the_tiers_and_answers_as_cold_after_a_
     in_cpu.generate(question(document(500, 8), 1), GREEDY, cache_tag=document_cache_tag(2))
     again = in_cpu.generate(question(doc, 2), GREEDY, cache_tag=TAG)
     assert again.stats.tier_tokens("cpu") > 0 and again.token_ids == expected
+    in_cpu.close()
 
     wider = tiered_engine(llama, kv_disk_tier_dir=tmp_path)  # the model's dtype
     assert wider.generate(question(doc, 2), GREEDY, cache_tag=TAG).stats.tier_tokens("disk") == 0
