@@ -436,3 +436,55 @@ def test_the_fp8_cache_gives_the_same_logits_however_the_prompt_is_chunked(llama
     whole = engine.prefill_logits(prompt, chunk_size=150)
     for chunk_size in (64, 48, 17):
         assert torch.equal(engine.prefill_logits(prompt, chunk_size=chunk_size), whole), chunk_size
+
+
+def test_the_fp8_cache_retrieves_the_pass_keys_the_default_model_retrieves(
+    default_model_cache,
+) -> None:
+    """Pass-key retrieval (a key hidden in ~1K tokens of repeated filler, bench/fp8_retrieval.py's
+    prompts) with the FP8 cache, on the real default model, where it retrieves the key
+    unquantized: an FP8 KV bug can leave logits close while retrieval fails. SmolLM2-135M
+    retrieves 6 of 12 such keys from 1K to 7.5K tokens, the FP8 cache the same 6
+    (bench/results/fp8_retrieval_cpu.md, which runs to the model's 8K); these two it retrieves at
+    1K (the suite's time: 2K took a minute on two cores)."""
+    import random
+
+    from engine import EngineConfig, LLMEngine
+
+    gguf, cache_dir = default_model_cache
+    engines = {
+        kv_dtype: LLMEngine(
+            EngineConfig(
+                model_path=gguf, model_cache_dir=cache_dir, device="cpu", kv_dtype=kv_dtype,
+                enable_prefix_cache=False,
+            )
+        )
+        for kv_dtype in ("auto", "fp8")
+    }  # fmt: skip
+    tokenizer = engines["auto"].tokenizer
+    filler = (
+        "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+    )
+    repeats = 1024 // len(tokenizer.encode(filler, add_special_tokens=False))
+    for depth in (0.5, 0.9):
+        key = random.Random(f"1024-{depth}").randint(10000, 99999)
+        before = round(repeats * depth)
+        text = (
+            "There is an important piece of information hidden inside a lot of irrelevant text. "
+            "Find it and memorize it.\n\n" + filler * before
+            + f"The pass key is {key}. Remember it. {key} is the pass key. "
+            + filler * (repeats - before) + "\n\nWhat is the pass key?"
+        )  # fmt: skip
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
+            return_dict=False,
+        )  # fmt: skip
+        ids = list(ids["input_ids"]) if hasattr(ids, "keys") else list(ids)
+        assert len(ids) > 1000
+        for kv_dtype, engine in engines.items():
+            answer = engine.tokenizer.decode(
+                engine.generate(ids, SamplingParams(max_new_tokens=16)).token_ids
+            )
+            assert str(key) in answer, (kv_dtype, depth, answer)
+    for engine in engines.values():
+        engine.close()
