@@ -68,23 +68,27 @@ def _model_path(args: argparse.Namespace) -> tuple[Path, str]:
     return convert_gguf(gguf, args.cache_dir), "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized)"
 
 
+def pass_key_prompt(tokenizer: Any, length: int, depth: float) -> tuple[list[int], int]:
+    """(chat-templated token ids, key): a five-digit key (seeded by length and depth) hidden at
+    `depth` of about `length` tokens of filler, and the question for it."""
+    repeats = max(1, length // len(tokenizer.encode(FILLER, add_special_tokens=False)))
+    key = random.Random(f"{length}-{depth}").randint(10000, 99999)
+    before = round(repeats * depth)
+    needle = f"The pass key is {key}. Remember it. {key} is the pass key. "
+    text = INTRO + FILLER * before + needle + FILLER * (repeats - before) + QUESTION
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
+        return_dict=False,
+    )  # fmt: skip
+    return (list(ids["input_ids"]) if hasattr(ids, "keys") else list(ids)), key
+
+
 def prompts(engine: LLMEngine, lengths: list[int], depths: list[float]) -> list[dict[str, Any]]:
-    """One prompt per (length, depth): chat-templated token ids, its key and its length."""
-    tokenizer = engine.tokenizer
-    per_filler = len(tokenizer.encode(FILLER, add_special_tokens=False))
+    """One prompt per (length, depth): its token ids, key, length and depth."""
     cases = []
     for length in lengths:
-        repeats = max(1, length // per_filler)
         for depth in depths:
-            key = random.Random(f"{length}-{depth}").randint(10000, 99999)
-            before = round(repeats * depth)
-            needle = f"The pass key is {key}. Remember it. {key} is the pass key. "
-            text = INTRO + FILLER * before + needle + FILLER * (repeats - before) + QUESTION
-            ids = tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
-                return_dict=False,
-            )  # fmt: skip
-            ids = list(ids["input_ids"]) if hasattr(ids, "keys") else list(ids)
+            ids, key = pass_key_prompt(engine.tokenizer, length, depth)
             cases.append({"length": length, "depth": depth, "key": key, "ids": ids})
     return cases
 

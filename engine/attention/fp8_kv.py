@@ -8,8 +8,8 @@ Writes quantize (write_pages: a scatter, graph-safe). Reads: the paged decode ke
 dequantizes the tiles it loads (paged_decode.py); every other path (prefill chunks, decode on the
 CPU) goes through Fp8KVBackend, which dequantizes the sequence's pages (one Triton kernel on
 CUDA) into a scratch cache in the model's dtype and runs the model's own attention backend on
-it, unchanged. The chunk's own keys are written there exactly (not rounded), as the chunk
-attends to them.
+it, unchanged. The chunk attends to its own keys as rounded into the pages too, as decode does:
+a token's KV is the same whichever step wrote it.
 """
 
 from __future__ import annotations

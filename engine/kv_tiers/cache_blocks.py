@@ -11,6 +11,8 @@ values then their scales. Half the bytes of a bf16 block and a few percent more 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -38,10 +40,7 @@ class CacheBlocks:
 
     @property
     def block_bytes(self) -> int:
-        size = self.dtype.itemsize
-        for dim in self.block_shape:
-            size *= dim
-        return size
+        return math.prod(self.block_shape) * self.dtype.itemsize
 
     def gather(self, index: torch.Tensor) -> torch.Tensor:
         """The blocks of `index` (on the cache's device) as [n, *block_shape], contiguous."""

@@ -447,8 +447,7 @@ def test_the_fp8_cache_retrieves_the_pass_keys_the_default_model_retrieves(
     retrieves 6 of 12 such keys from 1K to 7.5K tokens, the FP8 cache the same 6
     (bench/results/fp8_retrieval_cpu.md, which runs to the model's 8K); these two it retrieves at
     1K (the suite's time: 2K took a minute on two cores)."""
-    import random
-
+    from bench.fp8_retrieval import pass_key_prompt
     from engine import EngineConfig, LLMEngine
 
     gguf, cache_dir = default_model_cache
@@ -461,25 +460,8 @@ def test_the_fp8_cache_retrieves_the_pass_keys_the_default_model_retrieves(
         )
         for kv_dtype in ("auto", "fp8")
     }  # fmt: skip
-    tokenizer = engines["auto"].tokenizer
-    filler = (
-        "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
-    )
-    repeats = 1024 // len(tokenizer.encode(filler, add_special_tokens=False))
     for depth in (0.5, 0.9):
-        key = random.Random(f"1024-{depth}").randint(10000, 99999)
-        before = round(repeats * depth)
-        text = (
-            "There is an important piece of information hidden inside a lot of irrelevant text. "
-            "Find it and memorize it.\n\n" + filler * before
-            + f"The pass key is {key}. Remember it. {key} is the pass key. "
-            + filler * (repeats - before) + "\n\nWhat is the pass key?"
-        )  # fmt: skip
-        ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
-            return_dict=False,
-        )  # fmt: skip
-        ids = list(ids["input_ids"]) if hasattr(ids, "keys") else list(ids)
+        ids, key = pass_key_prompt(engines["auto"].tokenizer, 1024, depth)
         assert len(ids) > 1000
         for kv_dtype, engine in engines.items():
             answer = engine.tokenizer.decode(
