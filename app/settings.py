@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     # FP8 either way); an "fp8" KV cache holds twice the tokens in the same memory.
     engine_weights: Literal["auto", "fp8"] = "auto"
     engine_kv_dtype: Literal["auto", "fp8"] = "auto"
+    # FP8 weights, decode steps of 2-64 requests: activations rounded to E4M3 (a scale per 128
+    # inputs) for FP8 tensor cores, as prefill's products do per token; false keeps them bf16
+    # (exact activations, slower decode at many requests).
+    engine_fp8_w8a8_decode: bool = True
     # Batching: requests the engine runs at once, and how long an idle engine waits for
     # companions before it starts (seconds, at most 0.05).
     engine_max_num_seqs: int = Field(default=64, gt=0)

@@ -44,6 +44,7 @@ def main() -> int:
     parser.add_argument(
         "--fp8-small-batch-kernel", action=argparse.BooleanOptionalAction, default=True
     )
+    parser.add_argument("--fp8-w8a8-decode", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
     device = torch.device("cuda")
     if args.copy_check:
@@ -59,6 +60,7 @@ def main() -> int:
         weights=args.weights,
         kv_dtype=args.kv_dtype,
         fp8_small_batch_kernel=args.fp8_small_batch_kernel,
+        fp8_w8a8_decode=args.fp8_w8a8_decode,
     )
     if args.weights == "fp8":  # E4M3 weights built directly
         engine = er.fp8_engine("llama3-8b-random", folder, config_kwargs)

@@ -33,28 +33,34 @@ if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
     step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
 fi
 if [ "${ONLY:-23}" = 23 ]; then
-    # Issue 23: FP8 on this card, most wanted first (the call's 600 s cuts the last steps: a
-    # second call gets them). The kernels' tests (the fused FP8 KV write's first run on a GPU),
-    # the engine end to end, the 128K prompt in 24 GiB (the fused read of FP8 pages), bf16
-    # compiled, the FP8 decode tiles, FP8 compiled, then against _scaled_mm, where a step goes,
-    # the products at 32 and 64 rows.
-    step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+    # Issue 23: FP8 activations in 2-64-row decode products (fp8_w8a8.py), most wanted first.
+    # The GPU tests (the new kernels, the FP8 KV cache's consistency and its CUDA logits bound,
+    # the tiers with an FP8 cache), the products' tiles on this card (every kind at 1-64 rows),
+    # the engine end to end with FP8 activations and, on the same card, without, then where a
+    # 64-row step goes.
+    step 150 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py \
-        tests/engine/test_paged_decode.py -q -o addopts= -x
+        tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= -k "cuda or fp8 or compiles"
+    step 170 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 64 32 16 4 1 --budget-s 150 \
+        --kinds default default_bf16_activations w8a8 gemv scaled_mm \
+        --out "$out/fp8_matmul_sweep_$label.json"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
-    step 90 gen-fp8 "${fp8[@]}" --label "$label.fp8"
-    # 8B, FP8 weights and KV, a 128K prompt within an A10G's 24 GiB (and its prefill time).
-    step 120 prefill-fp8-24gib python3 bench/prefill.py --device cuda --weights fp8 \
-        --kv-dtype fp8 --tokens 131072 --memory-cap-gib 24 --runs 1 --out "$out" \
-        --label "$label.fp8-24gib"
+    step 100 gen-fp8 "${fp8[@]}" --label "$label.fp8"
+    step 100 gen-fp8-bf16-activations "${fp8[@]}" --no-fp8-w8a8-decode \
+        --label "$label.fp8-bf16-activations"
+    step 70 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 --kv-dtype fp8 \
+        --kernels --batches 1 64 --steps 20
+fi
+if [ "${ONLY:-}" = 23b ]; then
+    # Issue 23, second call: compiled FP8 and bf16 on the same card, then the 70B shape (needs
+    # an H200: 70 GB of FP8 weights beside a 40 GiB cache).
+    fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
+        --parts single concurrent --out-dir "$out")
+    step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
     step 150 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --compile \
         --parts single concurrent --label "$label.bf16.compile" --out-dir "$out"
-    step 100 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
-    step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
-    step 90 gen-fp8-scaled-mm "${fp8[@]}" --no-fp8-small-batch-kernel --label "$label.fp8-scaled-mm"
-    step 60 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 --kv-dtype fp8 \
-        --kernels --batches 1 64 --steps 20
-    step 120 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 32 64 --budget-s 100 \
-        --out "$out/fp8_matmul_sweep_$label.json"
+    step 280 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+        --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
+        --label "$label.70b-fp8" --out-dir "$out"
 fi

@@ -1,6 +1,7 @@
 """Tile sizes for the FP8-weight decode kernels (engine/models/fp8_small_batch.py) on a GPU: each
-configuration of the tensor-core kernel (rows padded to 16) and of the tensor-core-free one (one
-to a few rows), split-K or not (fp32 partials, then summed), on the 8B's projection shapes,
+configuration of the FP8-activation kernel (fp8_w8a8.py: its activation quantization included),
+of the bf16-activation tensor-core kernel (rows padded to 16) and of the tensor-core-free one
+(one to a few rows), split-K or not (fp32 partials, then summed), on the 8B's projection shapes,
 beside bf16 F.linear and torch._scaled_mm (per-token activation quantization), all as the engine runs them: inside a
 CUDA graph, each call on another copy of the weight so that the weights come from HBM, not L2.
 
@@ -33,6 +34,8 @@ from engine.models.fp8_small_batch import (  # noqa: E402
     fp8_weight_gemv,
     fp8_weight_matmul,
 )
+from engine.models.fp8_w8a8 import fp8_w8a8_matmul  # noqa: E402
+from tests.engine.run_fp8_small_batch_interpreted import quantized_groups  # noqa: E402
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 CALLS = 24  # per graph
@@ -65,6 +68,23 @@ def dot_configs(rows: int) -> list[dict]:
     return configs
 
 
+def w8a8_configs(rows: int) -> list[dict]:
+    grid = itertools.product((64, 128), (3, 4, 5), (1, 2, 4))
+    configs = [
+        dict(kind="w8a8", block_n=bn, num_warps=4, num_stages=st, split_k=sk) for bn, st, sk in grid
+    ]
+    configs += [
+        dict(kind="w8a8", block_n=256, num_warps=8, num_stages=st, split_k=sk)
+        for st, sk in itertools.product((3, 4), (1, 2))
+    ]
+    configs += [
+        dict(kind="w8a8", block_n=bn, num_warps=4, num_stages=4, split_k=sk, swap=False)
+        for bn, sk in itertools.product((64, 128), (1, 4))
+        if rows > 16 or bn == 64
+    ]
+    return configs
+
+
 def run_config(config: dict, x, weights, reference) -> tuple[float, float]:
     kind = config["kind"]
     options = {k: v for k, v in config.items() if k != "kind"}
@@ -72,12 +92,20 @@ def run_config(config: dict, x, weights, reference) -> tuple[float, float]:
         fn = partial(fp8_weight_gemv, **options)
     elif kind == "dot":
         fn = partial(fp8_weight_dot, **options)
+    elif kind == "w8a8":
+        fn = partial(fp8_w8a8_matmul, **options)
+        reference = reference["w8a8"]
     elif kind == "default":
         fn = fp8_weight_matmul
+        reference = reference["w8a8" if x.shape[0] > 1 else "exact"]
+    elif kind == "default_bf16_activations":
+        fn = partial(fp8_weight_matmul, w8a8=False)
     elif kind == "scaled_mm":
         fn = _scaled_mm_rows
     else:
         raise ValueError(kind)
+    if isinstance(reference, dict):  # the products with bf16 activations
+        reference = reference["exact"]
     weight, scale = weights[0]
     out = fn(x, weight, scale).float()
     error = ((out - reference).norm() / reference.norm()).item()
@@ -93,6 +121,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
     parser.add_argument("--budget-s", type=float, default=300.0)
+    parser.add_argument(
+        "--kinds", nargs="+", help="only these kinds (default, w8a8, gemv, dot, scaled_mm, ...)"
+    )
     args = parser.parse_args()
     device = torch.device("cuda")
     started = time.perf_counter()
@@ -109,12 +140,18 @@ def main() -> int:
         del weight, scale, wide
     stopped = False
     for rows in args.rows:
-        configs = [{"kind": "default"}, {"kind": "scaled_mm"}]
+        configs = [{"kind": "default"}, {"kind": "default_bf16_activations"}]
+        configs += [{"kind": "scaled_mm"}, *w8a8_configs(rows)]
         configs += gemv_configs(rows) + dot_configs(rows)
+        if args.kinds:
+            configs = [c for c in configs if c["kind"] in args.kinds]
         for name, (n, k) in shapes.items():
             x = torch.randn(rows, k, device=device, dtype=torch.bfloat16)
             w0, s0 = weights[name][0]
-            reference = x.float() @ dequantize(w0, s0, torch.float32).T
+            wide = dequantize(w0, s0, torch.float32).T
+            # Each product against the fp32 product of the operands it multiplies (FP8
+            # activations: x as rounded); scaled_mm's per-token rounding against the exact one.
+            reference = {"exact": x.float() @ wide, "w8a8": quantized_groups(x) @ wide}
             bf16_calls = [
                 partial(F.linear, x, b)
                 for b in itertools.islice(itertools.cycle(bf16[name]), CALLS)
@@ -165,6 +202,7 @@ def best_table(rows: list[dict]) -> list[str]:
                 + (
                     f" [{r['block_n']}x{r['block_k']} w{r['num_warps']} s{r['num_stages']}"
                     + (f" k{r['split_k']}" if "split_k" in r else "")
+                    + (" unswapped" if r.get("swap") is False else "")
                     + "]"
                     if "block_n" in r
                     else ""

@@ -86,6 +86,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="FP8 decode products through the Triton FP8-weight kernels (EngineConfig)",
     )
+    parser.add_argument(
+        "--fp8-w8a8-decode",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="those kernels from 2 rows with FP8 activations (EngineConfig.fp8_w8a8_decode)",
+    )
     parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -441,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             weights=args.weights,
             kv_dtype=args.kv_dtype,
             fp8_small_batch_kernel=args.fp8_small_batch_kernel,
+            fp8_w8a8_decode=args.fp8_w8a8_decode,
         )
         if args.weights == "fp8" and "hf" not in parts:
             # FP8 weights built directly (the 70B does not fit in bf16); no transformers model.
@@ -485,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         "weights": args.weights,
         "kv_dtype": args.kv_dtype,
         "fp8_small_batch_kernel": args.fp8_small_batch_kernel,
+        "fp8_w8a8_decode": args.fp8_w8a8_decode,
     }
     print("engine:", json.dumps(results["engine"]), flush=True)
     runners = {

@@ -53,6 +53,11 @@ class EngineConfig:
     # the activations first: one stream 185.1 tokens/s against 112.1 on one H100 (bench/
     # results/fp8_h100.md; bench/generate.py --no-fp8-small-batch-kernel turns them off).
     fp8_small_batch_kernel: bool = True
+    # With those kernels, products of 2-64 rows quantize their activations to E4M3 (one scale
+    # per 128 inputs of a row) and multiply on FP8 tensor cores (engine/models/fp8_w8a8.py), as
+    # prefill's torch._scaled_mm does per row; False keeps decode's activations bf16 and widens
+    # the weights in the kernel instead (exact activations, slower from a few rows on).
+    fp8_w8a8_decode: bool = True
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
     kv_cache_memory_fraction: float = 0.9

@@ -71,13 +71,14 @@ def load_model(
     state_dict: Mapping[str, torch.Tensor] | None = None,
     weights: str = "auto",
     fp8_small_batch_kernel: bool = True,
+    fp8_w8a8_decode: bool = True,
 ) -> tuple[LlamaModel, ModelArgs]:
     """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
 
     FP8 tensors stay FP8 (with their scales as fp32); every other tensor is cast to `dtype`.
     weights "fp8": projections stored in another dtype are quantized to FP8 at load.
     fp8_small_batch_kernel: FP8 products of up to 64 rows (fp8_small_batch.LINEAR_ROWS) through
-    the Triton kernels on CUDA.
+    the Triton kernels on CUDA; fp8_w8a8_decode: from 2 rows with FP8 activations (EngineConfig).
     state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
     the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
     on `device` in `dtype` are kept as they are, not copied.
@@ -103,15 +104,18 @@ def load_model(
             f"The checkpoint in {folder} does not match its config: {exc}"
         ) from exc
     model.init_rope(device)
-    small_batch_rows = 0
+    small_batch_rows, outputs = 0, set()
     for module in model.modules():
         if isinstance(module, Fp8Linear):
-            module.use_scaled_mm(device, small_batch_kernel=fp8_small_batch_kernel)
+            module.use_scaled_mm(
+                device, small_batch_kernel=fp8_small_batch_kernel, w8a8=fp8_w8a8_decode
+            )
             small_batch_rows = max(small_batch_rows, module.small_batch_rows)
+            outputs.add(module.out_features)
     if small_batch_rows and dtype == torch.bfloat16:  # their variants now, not in a step
         from engine.models.fp8_small_batch import prebuild
 
-        prebuild(device, small_batch_rows)
+        prebuild(device, small_batch_rows, w8a8=fp8_w8a8_decode, outputs=tuple(outputs))
     return model.eval().requires_grad_(False), args
 
 

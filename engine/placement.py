@@ -82,6 +82,7 @@ def build_placement(
         state_dict=state_dict,
         weights=config.weights,
         fp8_small_batch_kernel=config.fp8_small_batch_kernel,
+        fp8_w8a8_decode=config.fp8_w8a8_decode,
     )
     shape = ModelShape(
         num_layers=args.num_layers,

@@ -184,13 +184,18 @@ class Fp8Linear(nn.Module):
         # Decided once the weights are on their device (use_scaled_mm), not per call, so that
         # torch.compile and CUDA graphs see a plain attribute.
         self.scaled_mm = False
-        # A few rows (decode) through the FP8-weight Triton kernel (fp8_small_batch.py).
+        # A few rows (decode) through the FP8-weight Triton kernels (fp8_small_batch.py), from 2
+        # rows with FP8 activations where small_batch_w8a8.
         self.small_batch_rows = 0
+        self.small_batch_w8a8 = True
 
-    def use_scaled_mm(self, device: torch.device, *, small_batch_kernel: bool = False) -> None:
+    def use_scaled_mm(
+        self, device: torch.device, *, small_batch_kernel: bool = False, w8a8: bool = True
+    ) -> None:
         """Multiply with torch._scaled_mm where it runs: CUDA with FP8 tensor cores (sm_89+),
         row scales, and both weight dimensions multiples of 16; with small_batch_kernel, up to
-        LINEAR_ROWS rows through the Triton kernels there, where Triton is."""
+        LINEAR_ROWS rows through the Triton kernels there, where Triton is (w8a8: from 2 rows
+        with the activations quantized to E4M3, fp8_w8a8.py)."""
         self.scaled_mm = (
             supports_scaled_mm(device)
             and self.weight_scale.shape[1] == 1
@@ -198,6 +203,7 @@ class Fp8Linear(nn.Module):
             and self.in_features % _SCALED_MM_ALIGNMENT == 0
         )
         self.small_batch_rows = 0
+        self.small_batch_w8a8 = w8a8
         if small_batch_kernel and self.scaled_mm and importlib.util.find_spec("triton") is not None:
             from engine.models.fp8_small_batch import LINEAR_ROWS
 
@@ -210,7 +216,9 @@ class Fp8Linear(nn.Module):
             if flat.shape[0] <= self.small_batch_rows:
                 from engine.models.fp8_small_batch import fp8_weight_matmul_op
 
-                out = fp8_weight_matmul_op(flat, self.weight, self.weight_scale)
+                out = fp8_weight_matmul_op(
+                    flat, self.weight, self.weight_scale, self.small_batch_w8a8
+                )
                 out = out.view(*x.shape[:-1], self.out_features)
                 return out if self.bias is None else out + self.bias
             out = _scaled_mm_rows(flat, self.weight, self.weight_scale)

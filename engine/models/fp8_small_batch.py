@@ -1,24 +1,28 @@
-"""FP8 weights times bf16 activations for a few rows (decode steps): Triton kernels that read
-the E4M3 weight once, widen it in registers, multiply, then apply the row scales. No activation
-is quantized, so a decode step skips the per-token quantization that torch._scaled_mm needs
-(eight small kernels per projection, about half a decode step's time at batch 1 on the H200),
-and the weight bytes it reads are half of bf16's.
+"""FP8 weights in decode-sized products (up to MAX_ROWS rows): Triton kernels that read each E4M3
+weight once, at most once a step.
 
-Two kernels, chosen by rows (plan): for one row (a single stream's decode step) a tensor-core-free
-GEMV that widens each weight tile to fp32 in registers; for 2-64 rows the tensor-core kernel,
-rows padded to a power of two of at least 16 for tl.dot. Programs split the output features in
-blocks (8 to 128 columns, by rows: plan) and, from 17 rows on, K four ways (split-K: fp32
-partials summed in a fixed order after), so that even the narrowest projection of an 8B (4,096
-outputs) fills the GPU. Imported only where Triton is.
+Three kernels, chosen by rows (plan): for one row (a single stream's decode step) a
+tensor-core-free GEMV that widens each weight tile to fp32 in registers and multiplies it by the
+bf16 activations; for 2-64 rows, by default, FP8 activations times FP8 weights on FP8 tensor
+cores (fp8_w8a8.py: the activations quantized per 128 inputs by one small kernel, no weight
+widened); with w8a8=False, bf16 activations times weights widened to bf16 in the kernel (exact
+activations, but bound by that widening at many rows: bench/results/fp8_h200.md), rows padded to
+a power of two of at least 16 for tl.dot. Programs split the output features in blocks and,
+where those blocks alone leave SMs idle, K two or four ways (split-K: fp32 partials summed in a
+fixed order after), so that even the narrowest projection of an 8B (4,096 outputs) fills the
+GPU. Imported only where Triton is.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
 from engine.device_guard import on_device
+from engine.models.fp8_w8a8 import fp8_w8a8_matmul
 
 MAX_ROWS = 64  # the kernels take up to this many rows
 # What Fp8Linear sends them: every decode batch up to 64 rows. With split-K tiles at 17-64 rows
@@ -34,6 +38,10 @@ LINEAR_ROWS = 64
 # rows: the tensor-core kernel, wider output tiles and the inputs split four ways as the rows
 # grow (measured at 32 and 64 rows).
 GEMV_CONFIG = dict(block_n=8, block_k=1024, num_warps=4, num_stages=2)
+# FP8 activations (fp8_w8a8.py), by rows; split-K from w8a8_split (the output sizes and the SMs).
+W8A8_CONFIGS = ((MAX_ROWS, dict(block_n=128, num_warps=4, num_stages=4)),)
+W8A8_SPLITS = (1, 2, 4)
+INTERPRETER_NUM_SMS = 4
 DOT_CONFIGS = (  # (up to rows, config)
     (16, dict(block_n=32, block_k=256, num_warps=4, num_stages=4)),
     (32, dict(block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=4)),
@@ -210,49 +218,81 @@ def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
 
 
 def _block_m(kind: str, rows: int) -> int:
-    """The rows a program holds: a power of two, at least 16 for the tensor-core kernel's tl.dot."""
+    """The rows a program holds: a power of two, at least 16 for the tensor-core kernels' tl.dot."""
     return triton.next_power_of_2(rows) if kind == "gemv" else max(16, triton.next_power_of_2(rows))
 
 
-def plan(rows: int) -> tuple[str, dict]:
-    """The kernel ("gemv" or "dot") and tile sizes for a product of `rows` rows."""
+def plan(rows: int, w8a8: bool = True) -> tuple[str, dict]:
+    """The kernel ("gemv", "w8a8" or "dot") and tile sizes for a product of `rows` rows; w8a8:
+    whether activations of 2-64 rows may be quantized to FP8 (else the bf16 "dot")."""
     if rows == 1:
         return "gemv", GEMV_CONFIG
-    return "dot", next(config for most, config in DOT_CONFIGS if rows <= most)
+    configs = W8A8_CONFIGS if w8a8 else DOT_CONFIGS
+    return ("w8a8" if w8a8 else "dot"), next(c for most, c in configs if rows <= most)
 
 
-def prebuild_rows(rows: int = LINEAR_ROWS) -> list[int]:
+def w8a8_split(outputs: int, block_n: int, sms: int) -> int:
+    """K split two or four ways where the output blocks alone would leave SMs idle (an 8B's
+    4,096 and 6,144 outputs in blocks of 128: 32 and 48 programs on 132 SMs)."""
+    programs = triton.cdiv(outputs, block_n)
+    return next((s for s in W8A8_SPLITS if programs * s >= sms), W8A8_SPLITS[-1])
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    """The device's SMs; Triton's interpreter on the CPU has none: a stand-in, so that its runs
+    still split K where a small GPU would."""
+    if device.type != "cuda":
+        return INTERPRETER_NUM_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def prebuild_rows(rows: int = LINEAR_ROWS, w8a8: bool = True) -> list[int]:
     """The least row count of each kernel variant that products of up to `rows` rows launch:
     each kind and tile of plan(), at each BLOCK_M (_block_m, as the launchers take it). N and K
     are not among them: Triton specializes them only on being multiples of 16, which every
     weight the kernels take is."""
     firsts: dict[tuple, int] = {}
     for count in range(1, rows + 1):
-        kind, config = plan(count)
+        kind, config = plan(count, w8a8)
         firsts.setdefault((kind, tuple(sorted(config.items())), _block_m(kind, count)), count)
     return sorted(firsts.values())
 
 
-def prebuild(device: torch.device, rows: int = LINEAR_ROWS) -> None:
-    """Compile now each kernel variant that decode steps of up to `rows` rows launch, rather
-    than inside the first step of each batch size (seconds: a step waits for it)."""
-    weight = torch.zeros(64, 256, device=device).to(torch.float8_e4m3fn)
-    scale = torch.ones(64, 1, device=device)
-    for count in prebuild_rows(rows):
-        fp8_weight_matmul(
-            torch.zeros(count, 256, device=device, dtype=torch.bfloat16), weight, scale
-        )
+def prebuild(
+    device: torch.device,
+    rows: int = LINEAR_ROWS,
+    *,
+    w8a8: bool = True,
+    outputs: tuple[int, ...] = (4096,),
+) -> None:
+    """Compile now each kernel variant that decode steps of up to `rows` rows launch on weights
+    of these output sizes (their split-K), rather than inside the first step of each batch size
+    (seconds: a step waits for it)."""
+    for count in prebuild_rows(rows, w8a8):
+        for n in sorted(set(outputs)):
+            weight = torch.zeros(n, 256, device=device).to(torch.float8_e4m3fn)
+            scale = torch.ones(n, 1, device=device)
+            fp8_weight_matmul(
+                torch.zeros(count, 256, device=device, dtype=torch.bfloat16), weight, scale, w8a8
+            )
 
 
-def fp8_weight_matmul(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def fp8_weight_matmul(
+    x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, w8a8: bool = True
+) -> torch.Tensor:
     """x [M, K] (M <= MAX_ROWS) times E4M3 weight [N, K] with row scales [N, 1] -> [M, N] in x's
-    dtype: x @ (weight * scale).T, accumulated in fp32."""
+    dtype: x @ (weight * scale).T, accumulated in fp32; from 2 rows with w8a8, x rounded to E4M3
+    per 128 inputs first (fp8_w8a8.py)."""
     rows = x.shape[0]
     if rows > MAX_ROWS:
         raise ValueError(f"fp8_weight_matmul takes up to {MAX_ROWS} rows of {weight.shape[1]}.")
-    kind, config = plan(rows)
+    kind, config = plan(rows, w8a8)
     if kind == "gemv":
         return fp8_weight_gemv(x, weight, scale, **config)
+    if kind == "w8a8":
+        split = w8a8_split(weight.shape[0], config["block_n"], _sm_count(x.device))
+        return fp8_w8a8_matmul(x, weight, scale, split_k=split, **config)
     return fp8_weight_dot(x, weight, scale, **config)
 
 
@@ -300,13 +340,13 @@ def fp8_weight_dot(
 
 @torch.library.custom_op("longdoc::fp8_weight_matmul", mutates_args=())
 def fp8_weight_matmul_op(
-    x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor
+    x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, w8a8: bool
 ) -> torch.Tensor:
     """fp8_weight_matmul as one opaque operator, so that torch.compile calls it as it is (its
     kernel choice depends on the rows) instead of tracing into the Triton launch."""
-    return fp8_weight_matmul(x, weight, scale)
+    return fp8_weight_matmul(x, weight, scale, w8a8)
 
 
 @fp8_weight_matmul_op.register_fake
-def _(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def _(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, w8a8: bool) -> torch.Tensor:
     return x.new_empty((x.shape[0], weight.shape[0]))

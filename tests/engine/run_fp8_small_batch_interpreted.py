@@ -8,17 +8,32 @@ import torch
 
 from tests.engine.run_paged_decode_interpreted import start_interpreted
 
-# (rows, outputs, inputs): one row (the GEMV) within one K tile and over two ragged ones, a ragged
-# K, more rows than 16 (BLOCK_M 32), a ragged N.
+# (rows, outputs, inputs), as the engine multiplies (plan picks): one row (the GEMV) within one K
+# tile and over two ragged ones; from 2 rows FP8 activations (w8a8) over a ragged K, more rows
+# than 16 (BLOCK_M 32), a ragged N.
 SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
 # Explicit tiles (bench/fp8_matmul_sweep.py's): the GEMV with several rows and split-K (fp32
-# partials, uneven splits, an empty one), the tensor-core kernel split along K.
+# partials, uneven splits, an empty one), the bf16-activation tensor-core kernel split along K,
+# the FP8-activation one unswapped and split unevenly over a ragged last group.
 TILE_CASES = [
     ((2, 24, 520), dict(block_n=16, block_k=128, split_k=3)),
     ((1, 40, 1000), dict(block_n=8, block_k=256, split_k=4)),
     ((33, 40, 600), dict(kind="dot", block_n=32, block_k=128, split_k=3)),
     ((64, 16, 300), dict(kind="dot", block_n=16, block_k=128, split_k=4)),
+    ((5, 72, 700), dict(kind="w8a8", block_n=64, split_k=3, swap=False)),
+    ((40, 136, 1024), dict(kind="w8a8", block_n=64, split_k=2)),
 ]
+
+
+def quantized_groups(x: torch.Tensor, group: int = 128) -> torch.Tensor:
+    """x rounded as fp8_w8a8.quantize_groups rounds it (E4M3, a scale per `group` inputs of a
+    row, the group's largest magnitude at 448), back in fp32: plain torch, the reference."""
+    from engine.models.fp8 import FP8_MAX, to_fp8
+
+    rows, inputs = x.shape
+    padded = torch.nn.functional.pad(x.float(), (0, -inputs % group)).view(rows, -1, group)
+    scale = (padded.abs().amax(dim=2, keepdim=True) / FP8_MAX).clamp(min=1e-12)
+    return (to_fp8(padded / scale).float() * scale).view(rows, -1)[:, :inputs]
 
 
 def check(
@@ -27,20 +42,32 @@ def check(
     from functools import partial
 
     from engine.models.fp8 import dequantize, quantize_rows
-    from engine.models.fp8_small_batch import fp8_weight_dot, fp8_weight_gemv, fp8_weight_matmul
+    from engine.models.fp8_small_batch import (
+        fp8_weight_dot,
+        fp8_weight_gemv,
+        fp8_weight_matmul,
+        plan,
+    )
+    from engine.models.fp8_w8a8 import fp8_w8a8_matmul
 
+    kind = (tiles or {}).get("kind", "gemv")
+    options = {k: v for k, v in (tiles or {}).items() if k != "kind"}
     if tiles is None:  # as the engine multiplies: plan() picks
         product = fp8_weight_matmul
-    elif tiles.get("kind") == "dot":
-        options = {k: v for k, v in tiles.items() if k != "kind"}
+        kind = plan(rows)[0]
+    elif kind == "dot":
         product = partial(fp8_weight_dot, num_warps=4, num_stages=3, **options)
+    elif kind == "w8a8":
+        product = partial(fp8_w8a8_matmul, num_warps=4, num_stages=3, **options)
     else:
-        product = partial(fp8_weight_gemv, **tiles)
+        product = partial(fp8_weight_gemv, **options)
     generator = torch.Generator().manual_seed(rows * 1000 + outputs)
     x = torch.randn(rows, inputs, generator=generator).to(device, torch.bfloat16)
     weight, scale = quantize_rows(torch.randn(outputs, inputs, generator=generator).to(device))
     out = product(x, weight, scale)
-    reference = x.float() @ dequantize(weight, scale, torch.float32).T
+    # FP8 activations: the product of what they round to (exactly as the kernel rounds them).
+    operand = quantized_groups(x) if kind == "w8a8" else x.float()
+    reference = operand @ dequantize(weight, scale, torch.float32).T
     # The product is exact up to fp32 summation order; only the bf16 output rounds: half an ulp
     # to nearest on a GPU, up to one ulp where Triton's interpreter truncates. One ulp is at most
     # 2**-7 of the value; a floor for values that cancel to about 0.
@@ -48,6 +75,7 @@ def check(
     excess = (out.float() - reference).abs() - (2**-7 * reference.abs() + floor)
     return {
         "shape": [rows, outputs, inputs],
+        "kind": kind,
         "out_shape": list(out.shape),
         "dtype": str(out.dtype),
         "within": bool((excess <= 0).all()),

@@ -43,6 +43,8 @@ def test_kernel_matches_fp32_product_interpreted() -> None:
     assert len(results) == len(SHAPES) + len(TILE_CASES)
     for result in results:
         _assert_matches(result)
+    # From 2 rows the engine's products take FP8 activations.
+    assert {r["kind"] for r in results[: len(SHAPES)]} == {"gemv", "w8a8"}
 
 
 @needs_cuda
@@ -90,55 +92,89 @@ def test_linear_takes_the_kernel_for_few_rows_only() -> None:
         assert ((out.float() - reference).norm() / reference.norm()) < 2**-4
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
-@pytest.mark.parametrize("rows", [1, 2, 16, 17, 32, 33, 64])
-def test_kernel_compiles_for_hopper(rows: int) -> None:
-    """Ahead of time, no GPU needed (Triton's bundled ptxas): the kernel that plan() picks for
-    `rows` builds for an H200 (sm_90) with its tile sizes, and its shared memory leaves room for
-    a second program an SM; the tensor-core kernel's weight tiles are pipelined (copy groups
-    still pending while a tile is multiplied). The GEMV loads straight into registers."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    import re
-
+def _build_for_hopper(fn, kinds: dict, constexprs: dict, config: dict):
+    """fn compiled for an H200 (sm_90) by Triton's bundled ptxas, as the launcher specializes it:
+    pointers, strides, and N and K (multiples of 16 wherever Fp8Linear takes the kernels, as for
+    _scaled_mm) divisible by 16."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from engine.models import fp8_small_batch as kernels
-
-    kind, config = kernels.plan(rows)
-    split_k = config.get("split_k", 1)
-    constexprs = {"BLOCK_N": config["block_n"], "BLOCK_K": config["block_k"], "SPLIT_K": split_k}
-    if kind == "gemv":
-        fn = kernels._fp8_weight_gemv_kernel
-        constexprs |= {"BLOCK_M": triton.next_power_of_2(rows)}
-    else:
-        fn = kernels._fp8_weight_matmul_kernel
-        constexprs |= {"BLOCK_M": max(16, triton.next_power_of_2(rows))}
-    assert (kind == "gemv") == (rows == 1)
-    out = "*bf16" if split_k == 1 else "*fp32"  # split-K adds fp32 partials
-    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": out}
     signature = {
         name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
     }
-    # As the launcher specializes: pointers, strides, and N and K (multiples of 16 wherever
-    # Fp8Linear takes the kernel, as for _scaled_mm) divisible by 16.
     aligned = [
         i
         for i, n in enumerate(fn.arg_names)
         if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K")
     ]
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    built = triton.compile(
+    return triton.compile(
         ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
         target=GPUTarget("cuda", 90, 32),
         options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]},
     )
-    if kind == "dot":
-        waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", built.asm["ptx"])}
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+@pytest.mark.parametrize("w8a8", [True, False])
+@pytest.mark.parametrize("rows", [1, 2, 16, 17, 32, 33, 64])
+def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
+    """Ahead of time, no GPU needed: the kernel that plan() picks for `rows` builds for an H200
+    (sm_90) with its tile sizes, and its shared memory leaves room for a second program an SM;
+    the tensor-core kernels' tiles are pipelined (copy groups still pending while a tile is
+    multiplied), and with FP8 activations the product runs on Hopper's FP8 tensor cores (wgmma
+    on E4M3 operands: no weight widened). The GEMV loads straight into registers."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    import re
+
+    from engine.models import fp8_small_batch as kernels
+    from engine.models import fp8_w8a8
+
+    kind, config = kernels.plan(rows, w8a8)
+    assert kind == ("gemv" if rows == 1 else "w8a8" if w8a8 else "dot")
+    split_k = config.get("split_k", 4 if kind == "w8a8" else 1)  # w8a8: its widest split
+    out = "*bf16" if split_k == 1 else "*fp32"  # split-K adds fp32 partials
+    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": out}
+    constexprs = {"BLOCK_N": config["block_n"], "SPLIT_K": split_k}
+    if kind == "gemv":
+        fn = kernels._fp8_weight_gemv_kernel
+        constexprs |= {"BLOCK_M": 1, "BLOCK_K": config["block_k"]}
+    elif kind == "dot":
+        fn = kernels._fp8_weight_matmul_kernel
+        constexprs |= {"BLOCK_M": kernels._block_m(kind, rows), "BLOCK_K": config["block_k"]}
+    else:
+        fn = fp8_w8a8._fp8_w8a8_kernel
+        kinds |= {"xq_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "ws_ptr": "*fp32"}
+        constexprs |= {
+            "BLOCK_M": fp8_w8a8.block_m(rows),
+            "GROUP": fp8_w8a8.GROUP,
+            "SWAP": config.get("swap", True),
+        }
+    built = _build_for_hopper(fn, kinds, constexprs, config)
+    ptx = built.asm["ptx"]
+    if kind != "gemv":
+        waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", ptx)}
         assert max(waits, default=0) > 0, waits
+    if kind == "w8a8":
+        assert re.search(r"wgmma\.mma_async\S*\.e4m3\.e4m3", ptx)
     assert built.metadata.shared <= 228 * 1024 // 2, built.metadata.shared
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+def test_activation_quantizer_compiles_for_hopper() -> None:
+    """The activations' quantizing kernel rounds with the hardware's saturating E4M3 conversion."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.models import fp8_w8a8
+
+    kinds = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
+    constexprs = {"GROUP": fp8_w8a8.GROUP, "GROUPS": fp8_w8a8.GROUPS_PER_PROGRAM}
+    built = _build_for_hopper(
+        fp8_w8a8._quantize_groups_kernel, kinds, constexprs, {"num_warps": 4, "num_stages": 1}
+    )
+    assert "cvt.rn.satfinite.e4m3x2.f32" in built.asm["ptx"]
 
 
 @needs_cuda
@@ -167,8 +203,9 @@ def test_split_k_products_are_the_same_every_time(rows: int) -> None:
     from engine.models import fp8_small_batch as kernels
     from engine.models.fp8 import quantize_rows
 
-    assert kernels.plan(rows)[1].get("split_k", 1) > 1
     device = torch.device("cuda")
+    config = kernels.plan(rows)[1]
+    assert kernels.w8a8_split(4096, config["block_n"], kernels._sm_count(device)) > 1
     weight, scale = quantize_rows(torch.randn(4096, 4096, device=device))
     x = torch.randn(rows, 4096, device=device, dtype=torch.bfloat16)
     first = kernels.fp8_weight_matmul(x, weight, scale)
@@ -219,14 +256,20 @@ def test_nothing_compiles_in_a_step_after_prebuild() -> None:
     """After prebuild, products of every row count up to LINEAR_ROWS, on the 8B's projection
     shapes, build no new kernel variant (Triton would compile it inside a decode step)."""
     from engine.models import fp8_small_batch as kernels
+    from engine.models import fp8_w8a8
     from engine.models.fp8 import quantize_rows
 
     def variants() -> int:
-        fns = (kernels._fp8_weight_gemv_kernel, kernels._fp8_weight_matmul_kernel)
+        fns = (
+            kernels._fp8_weight_gemv_kernel,
+            kernels._fp8_weight_matmul_kernel,
+            fp8_w8a8._fp8_w8a8_kernel,
+            fp8_w8a8._quantize_groups_kernel,
+        )
         return sum(len(cache[0]) for fn in fns for cache in fn.device_caches.values())
 
     device = torch.device("cuda")
-    kernels.prebuild(device)
+    kernels.prebuild(device, outputs=(6144, 4096))
     torch.cuda.synchronize()
     before = variants()
     for outputs, inputs in ((6144, 4096), (4096, 14336)):

@@ -39,3 +39,6 @@ def test_the_fp8_settings_reach_the_engine_config(tmp_path) -> None:
     config = engine_config(settings)
     assert (config.weights, config.kv_dtype) == ("fp8", "fp8")
     assert engine_config(Settings(data_dir=tmp_path)).kv_dtype == "auto"
+    assert engine_config(Settings(data_dir=tmp_path)).fp8_w8a8_decode
+    exact = Settings(data_dir=tmp_path, engine_fp8_w8a8_decode=False)
+    assert engine_config(exact).fp8_w8a8_decode is False
