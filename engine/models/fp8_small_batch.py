@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from engine.device_guard import on_device
-from engine.models.fp8_w8a8 import fp8_w8a8_matmul
+from engine.models.fp8_w8a8 import fp8_w8a8_matmul, sum_splits
 
 MAX_ROWS = 64  # the kernels take up to this many rows
 # What Fp8Linear sends them: every decode batch up to 64 rows. With split-K tiles at 17-64 rows
@@ -178,7 +178,7 @@ def fp8_weight_gemv(
     num_stages: int = 2,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
-    > 1 writes fp32 partials, then sums them in a fixed order and casts (two more kernels;
+    > 1 writes fp32 partials, then sums them in a fixed order and casts (one more kernel;
     atomics summing them would round in whatever order the programs finish, so a greedy
     decode could change from run to run)."""
     rows, inputs = x.shape
@@ -207,7 +207,7 @@ def fp8_weight_gemv(
             num_warps=num_warps,
             num_stages=num_stages,
         )
-    return out if split_k == 1 else out.sum(0).to(x.dtype)
+    return out if split_k == 1 else sum_splits(out, x.dtype)
 
 
 def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
@@ -335,7 +335,7 @@ def fp8_weight_dot(
             num_warps=num_warps,
             num_stages=num_stages,
         )
-    return out if split_k == 1 else out.sum(0).to(x.dtype)
+    return out if split_k == 1 else sum_splits(out, x.dtype)
 
 
 @torch.library.custom_op("longdoc::fp8_weight_matmul", mutates_args=())

@@ -125,6 +125,40 @@ def _fp8_w8a8_kernel(
     tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit(do_not_specialize=["total"])
+def _sum_splits_kernel(
+    part_ptr,  # [SPLIT_K, total] fp32
+    out_ptr,  # [total] in the output's dtype
+    total,
+    SPLIT_K: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offsets < total
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for split in tl.static_range(SPLIT_K):  # always in this order: the same sum every run
+        acc += tl.load(part_ptr + split * total + offsets, mask=ok, other=0.0)
+    tl.store(out_ptr + offsets, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+SUM_BLOCK = 1024
+
+
+def sum_splits(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Split-K's fp32 partials [S, M, N] summed in split order and cast -> [M, N] of dtype, in one
+    kernel (torch's sum then cast took two: 7.6 us a product at 64 rows on an H200, a
+    millisecond of a 64-stream step)."""
+    splits, rows, outputs = partials.shape
+    partials = partials.contiguous()
+    out = torch.empty((rows, outputs), dtype=dtype, device=partials.device)
+    total = rows * outputs
+    with on_device(partials.device):
+        _sum_splits_kernel[(triton.cdiv(total, SUM_BLOCK),)](
+            partials, out, total, SPLIT_K=splits, BLOCK=SUM_BLOCK
+        )
+    return out
+
+
 def quantize_groups(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] -> (E4M3 [M, K], fp32 scales [M, ceil(K / GROUP)]): each row's GROUP-wide groups
     scaled so that their largest magnitude is 448."""
@@ -195,7 +229,7 @@ def fp8_w8a8_matmul(
             num_warps=num_warps,
             num_stages=num_stages,
         )
-    return out if split_k == 1 else out.sum(0).to(x.dtype)
+    return out if split_k == 1 else sum_splits(out, x.dtype)
 
 
 def block_m(rows: int) -> int:

@@ -265,6 +265,7 @@ def test_nothing_compiles_in_a_step_after_prebuild() -> None:
             kernels._fp8_weight_matmul_kernel,
             fp8_w8a8._fp8_w8a8_kernel,
             fp8_w8a8._quantize_groups_kernel,
+            fp8_w8a8._sum_splits_kernel,
         )
         return sum(len(cache[0]) for fn in fns for cache in fn.device_caches.values())
 
