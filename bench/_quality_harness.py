@@ -71,12 +71,12 @@ class Harness:
                 raise SystemExit(f"{what} job {job_id} failed: {job.error_code}: {job.error}")
 
     def ingest(self, path: Path) -> dict[str, Any]:
-        from app.services import documents, jobs
+        from app.services import documents, file_store, jobs
         from worker.jobs import ingest as runner_ingest
 
-        stored = documents.store_file(
+        stored = file_store.store_file(
             files_dir=self.settings.files_dir,
-            content_hash=documents.content_hash_of(path),
+            content_hash=file_store.content_hash_of(path),
             data=path,
         )
         params = jobs.IngestParams(file_name=path.name, path=str(stored))

@@ -121,15 +121,15 @@ class Bench:
         self.options = IngestOptions.from_settings(self.settings)
 
     def ingest(self, relative: str) -> dict[str, Any]:
-        from app.services import documents, jobs
+        from app.services import file_store, jobs
         from worker.jobs import ingest as runner_ingest
         from worker.jobs import job_run
 
         path = self.corpus / relative
         with self.sessions() as session:
-            stored = documents.store_file(
+            stored = file_store.store_file(
                 files_dir=self.settings.files_dir,
-                content_hash=documents.content_hash_of(path),
+                content_hash=file_store.content_hash_of(path),
                 data=path,
             )
             params = jobs.IngestParams(file_name=path.name, path=str(stored))

@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.display import display_name
 from app.errors import AmbiguousCollection, AppError, InvalidCollection, StoredFileError
-from app.services import access, accounts, acting, documents, jobs
+from app.services import access, accounts, acting, file_store, jobs
 from app.services.access import Actor
 from pipelines.errors import DocumentError
 from pipelines.ingest.limits import ParseLimits, check_open_file
@@ -268,7 +268,7 @@ class _Scan:
         content_hash = hashlib.file_digest(file, "sha256").hexdigest()
         file.seek(0)
         try:
-            stored = documents.store_file(
+            stored = file_store.store_file(
                 files_dir=self.files_dir, content_hash=content_hash, data=file
             )
         except StoredFileError:

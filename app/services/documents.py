@@ -1,17 +1,12 @@
-"""Documents, their pages and passages, and the uploaded files behind them.
+"""Documents, their pages and passages (their files: app/services/file_store.py).
 
 Functions take a session and flush; the caller commits. "Not found" returns None (or False).
 """
 
 import dataclasses
-import hashlib
-import os
-import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from celery import Celery
 from sqlalchemy import ColumnElement, or_, select, text
@@ -32,11 +27,8 @@ from app.db.models import (
 )
 from app.db.session import write_transaction
 from app.display import display_name, display_name_or_none
-from app.errors import DuplicateDocument, StoredFileError
-from app.services import collections, dispatch
-
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-_COPY_BLOCK_BYTES = 1024 * 1024
+from app.errors import DuplicateDocument
+from app.services import collections, dispatch, file_store
 
 
 @dataclass(frozen=True)
@@ -88,7 +80,7 @@ class NewDocument:
     is_hidden_text_kept: bool = False  # the text under `redactions` left in the pages
 
     def __post_init__(self) -> None:
-        if not _SHA256_HEX.fullmatch(self.content_hash):
+        if not file_store.is_content_hash(self.content_hash):
             raise ValueError("content_hash must be 64 lowercase hex digits (sha256)")
 
 
@@ -334,69 +326,8 @@ def delete_document(
     session.flush()
     # The file stays while another document holds it (one per reader, migration 0015).
     if stored_path and find_by_hash(session=session, content_hash=document.content_hash) is None:
-        path = (files_dir / stored_path).resolve()
-        if path.is_relative_to(files_dir.resolve()):
-            path.unlink(missing_ok=True)
+        file_store.remove_file(files_dir=files_dir, stored_path=stored_path)
     kv_cache_files.forget_document_kv(kv_cache_dir=kv_cache_dir, document_id=document_id)
     if broker is not None:
         dispatch.tell_workers_to_forget_document_kv(client=broker, document_id=document_id)
     return True
-
-
-def content_hash_of(path: Path) -> str:
-    """sha256 hex of a file, read in blocks (uploads may be hundreds of MiB)."""
-    with path.open("rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
-
-
-def store_file(*, files_dir: Path, content_hash: str, data: bytes | Path | BinaryIO) -> Path:
-    """Store an uploaded file as files_dir/<hash[:2]>/<hash>.pdf and return that path.
-
-    `data` is the content, a path, or a binary file open at its start (the inbox passes the file
-    it opened without following symlinks, so what is stored is what it checked).
-
-    The write is atomic (temporary file, then rename), so a reader never sees half a file; the
-    content is checked against `content_hash` on the way. Storing the same content twice is a
-    no-op that returns the same path.
-    """
-    if not _SHA256_HEX.fullmatch(content_hash):
-        raise ValueError("content_hash must be 64 lowercase hex digits (sha256)")
-    shard = files_dir / content_hash[:2]
-    target = shard / f"{content_hash}.pdf"
-    if target.exists():
-        return target
-    shard.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=shard, prefix=".upload-", suffix=".part")
-    temp_path = Path(temp_name)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            digest = _copy_and_hash(data, out)
-            out.flush()
-            os.fsync(out.fileno())
-        if digest != content_hash:
-            raise StoredFileError(
-                f"The uploaded file changed while it was stored (expected content hash "
-                f"{content_hash[:12]}…, got {digest[:12]}…); upload it again."
-            )
-        os.replace(temp_path, target)
-    finally:
-        temp_path.unlink(missing_ok=True)
-    return target
-
-
-def _copy_and_hash(data: bytes | Path | BinaryIO, out: BinaryIO) -> str:
-    if isinstance(data, bytes):
-        out.write(data)
-        return hashlib.sha256(data).hexdigest()
-    if isinstance(data, Path):
-        with data.open("rb") as source:
-            return _copy_blocks(source, out)
-    return _copy_blocks(data, out)
-
-
-def _copy_blocks(source: BinaryIO, out: BinaryIO) -> str:
-    hasher = hashlib.sha256()
-    while block := source.read(_COPY_BLOCK_BYTES):
-        hasher.update(block)
-        out.write(block)
-    return hasher.hexdigest()

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import JobKind
 from app.display import display_name
-from app.services import access, collections, dispatch, documents, jobs
+from app.services import access, collections, dispatch, documents, file_store, jobs
 from app.services.access import Actor
 from app.services.upload_check import check_upload
 from app.settings import Settings
@@ -77,7 +77,7 @@ def queue_upload(
             )
             session.commit()
         return UploadResult(file_name=name, present_document_id=existing.id)
-    stored = documents.store_file(
+    stored = file_store.store_file(
         files_dir=settings.files_dir, content_hash=content_hash, data=data
     )
     params = jobs.IngestParams(

@@ -1,4 +1,3 @@
-import hashlib
 import threading
 import time
 from datetime import UTC
@@ -22,8 +21,8 @@ from app.db.models import (
     Summary,
     SummaryMethod,
 )
-from app.errors import DuplicateDocument, StoredFileError
-from app.services import documents, jobs
+from app.errors import DuplicateDocument
+from app.services import documents, file_store, jobs
 from app.services.documents import NewDocument
 from tests.app.new_documents import new_document
 
@@ -169,7 +168,7 @@ def test_delete_cascades_to_everything_derived_and_removes_the_file(
 ) -> None:
     files_dir = tmp_path / "files"
     new = new_document("doomed")
-    path = documents.store_file(files_dir=files_dir, content_hash=new.content_hash, data=b"doomed")
+    path = file_store.store_file(files_dir=files_dir, content_hash=new.content_hash, data=b"doomed")
     document = documents.store_document(
         session=session, new=new_document("doomed", stored_path=str(path))
     )
@@ -275,30 +274,6 @@ def test_one_summary_per_job(session: Session) -> None:
     session.add(_summary(document.id, job.id))
     with pytest.raises(IntegrityError):
         session.commit()
-
-
-def test_store_file_is_sharded_checked_and_idempotent(tmp_path: Path) -> None:
-    data = b"%PDF-1.7 fake"
-    content_hash = hashlib.sha256(data).hexdigest()
-    files_dir = tmp_path / "files"
-    path = documents.store_file(files_dir=files_dir, content_hash=content_hash, data=data)
-    assert path == files_dir / content_hash[:2] / f"{content_hash}.pdf"
-    assert path.read_bytes() == data
-    assert documents.content_hash_of(path) == content_hash
-
-    source = tmp_path / "upload.pdf"
-    source.write_bytes(data)
-    assert documents.store_file(files_dir=files_dir, content_hash=content_hash, data=source) == path
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
-
-
-def test_store_file_refuses_content_that_does_not_match_its_hash(tmp_path: Path) -> None:
-    source = tmp_path / "upload.pdf"
-    source.write_bytes(b"actual bytes")
-    claimed = hashlib.sha256(b"other bytes").hexdigest()
-    with pytest.raises(StoredFileError):
-        documents.store_file(files_dir=tmp_path / "files", content_hash=claimed, data=source)
-    assert list((tmp_path / "files").rglob("*")) == [tmp_path / "files" / claimed[:2]]
 
 
 def test_new_document_checks_the_hash_format() -> None:

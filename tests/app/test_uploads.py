@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobKind, JobStatus
-from app.services import collections, dispatch, documents, jobs, uploads
+from app.services import collections, dispatch, documents, file_store, jobs, uploads
 from app.services.jobs import IngestParams
 from app.settings import Settings
 from tests.app.test_dispatch import make_settings, take_message
@@ -127,7 +127,7 @@ def test_a_file_already_stored_joins_the_collection_without_a_job(
 ) -> None:
     path = tmp_path / "lease.pdf"
     path.write_bytes(lease)
-    same_file = replace(new_document(), content_hash=documents.content_hash_of(path))
+    same_file = replace(new_document(), content_hash=file_store.content_hash_of(path))
     stored = documents.store_document(session=session, new=same_file)
     matter = collections.create_collection(session=session, name="Matter")
     session.commit()

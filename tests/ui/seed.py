@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from app.db.models import Document, DocumentStatus, JobKind
-from app.services import documents, jobs, results
+from app.services import documents, file_store, jobs, results
 
 PAGE_SEPARATOR = "\n\n"
 
@@ -26,7 +26,7 @@ def add_document(
     pages = pages or [f"{title} page one. It has two sentences.", f"{title} page two."]
     data = f"%PDF-1.7 {title}".encode()
     content_hash = hashlib.sha256(data).hexdigest()
-    stored = documents.store_file(files_dir=files_dir, content_hash=content_hash, data=data)
+    stored = file_store.store_file(files_dir=files_dir, content_hash=content_hash, data=data)
     passages, offset, ordinal = [], 0, 0
     for number, text in enumerate(pages, start=1):
         start = 0

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from app.db.models import Job, JobKind, JobStatus
-from app.services import documents, jobs
+from app.services import documents, file_store, jobs
 from tests.pipelines import pdf_factory
 from tests.ui.conftest import all_text, broker_messages, open_page
 
@@ -75,7 +75,7 @@ def test_a_generated_pdf_is_stored_queued_and_shows_its_progress(
         document = documents.store_document(
             session=session,
             new=documents.NewDocument(
-                content_hash=documents.content_hash_of(stored),
+                content_hash=file_store.content_hash_of(stored),
                 file_name="lease.pdf",
                 kind="legal",
                 num_tokens=12,
@@ -156,7 +156,7 @@ def test_a_file_already_in_the_library_links_to_it(app_test, ui_settings, sessio
         document = documents.store_document(
             session=session,
             new=documents.NewDocument(
-                content_hash=documents.content_hash_of(path),
+                content_hash=file_store.content_hash_of(path),
                 file_name="lease.pdf",
                 kind="legal",
                 num_tokens=1,

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Job, JobKind, JobStatus, Summary
 from app.db.session import make_engine
 from app.migrate import upgrade
-from app.services import dispatch, documents, jobs
+from app.services import dispatch, file_store, jobs
 from app.settings import Settings
 from worker.celery_app import make_celery
 
@@ -172,8 +172,8 @@ class Harness:
         self.app = make_celery(self.settings)
 
     def queue_ingest(self, path: Path, *, then_summarize: bool = True) -> int:
-        content_hash = documents.content_hash_of(path)
-        stored = documents.store_file(
+        content_hash = file_store.content_hash_of(path)
+        stored = file_store.store_file(
             files_dir=self.settings.files_dir, content_hash=content_hash, data=path
         )
         params = {"path": str(stored), "file_name": path.name, "then_summarize": then_summarize}

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Document, Job, Role
-from app.services import access, collections, documents, jobs, uploads
+from app.services import access, collections, documents, file_store, jobs, uploads
 from app.services.access import Actor
 from app.settings import Settings
 from tests.app.access_world import NAMES, World, build_world
@@ -35,7 +35,7 @@ def _actor(world: World, role: Role) -> Actor:
 def _file_of(session: Session, document_id: int, tmp_path: Path, name: str) -> Path:
     """A PDF that the document `document_id` is said to hold (its content hash set to it)."""
     path = pdf_factory.text_pdf(tmp_path, [f"The file of document {document_id}."], name=name)
-    session.get(Document, document_id).content_hash = documents.content_hash_of(path)
+    session.get(Document, document_id).content_hash = file_store.content_hash_of(path)
     session.commit()
     return path
 

@@ -28,7 +28,7 @@ from app.services import (
     collection_answers,
     collections,
     dispatch,
-    documents,
+    file_store,
     jobs,
     questions,
     results,
@@ -111,8 +111,8 @@ def _ingest_params(
     if not path.is_file():
         raise NotFound(f"There is no file {path} (give a PDF file or a document id).")
     # Into the document store first: the worker that ingests it may run elsewhere.
-    content_hash = documents.content_hash_of(path)
-    stored = documents.store_file(
+    content_hash = file_store.content_hash_of(path)
+    stored = file_store.store_file(
         files_dir=settings.files_dir, content_hash=content_hash, data=path
     )
     file_name = display_name(path.name)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.session import write_transaction
 from app.errors import DuplicateDocument
-from app.services import documents
+from app.services import documents, file_store
 from app.settings import Settings
 from pipelines import kinds as pipelines_kinds
 from pipelines.documents import ParsedDocument, Passage, document_text
@@ -189,7 +189,7 @@ def _read(
 
     check_file(path, options.limits)  # size and header before reading the whole file
     stage("hashing")
-    content_hash = documents.content_hash_of(path)
+    content_hash = file_store.content_hash_of(path)
     lap("hash")
     with sessions() as session:
         existing = documents.find_by_hash(
@@ -255,7 +255,7 @@ def store_read(
     started = time.perf_counter()
     parsed = read.parsed
     try:
-        stored_path = documents.store_file(
+        stored_path = file_store.store_file(
             files_dir=files_dir, content_hash=read.content_hash, data=read.path
         )
     except OSError as error:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from app import migrate
 from app.db.models import DocumentKind, JobKind
 from app.db.session import make_engine, session_factory
-from app.services import documents, jobs
+from app.services import documents, file_store, jobs
 from app.services.documents import NewDocument, NewPage, NewPassage
 from app.settings import get_settings
 from worker.cli import cli
@@ -152,7 +152,7 @@ def _store_with_file_and_job() -> tuple[int, int, Path]:
     settings = get_settings()
     data = b"%PDF-1.4 contract"
     content_hash = hashlib.sha256(data).hexdigest()
-    stored = documents.store_file(
+    stored = file_store.store_file(
         files_dir=settings.files_dir, content_hash=content_hash, data=data
     )
     engine = make_engine(settings.database_url)
