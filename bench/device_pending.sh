@@ -38,10 +38,10 @@ if [ "${ONLY:-23}" = 23 ]; then
     # the tiers with an FP8 cache), the products' tiles on this card (every kind at 1-64 rows),
     # the engine end to end with FP8 activations and, on the same card, without, then where a
     # 64-row step goes.
-    step 150 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+    step 130 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py \
         tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= -k "cuda or fp8 or compiles"
-    step 170 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 64 32 16 4 1 --budget-s 150 \
+    step 220 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 64 1 32 16 --budget-s 200 \
         --kinds default default_bf16_activations w8a8 gemv scaled_mm \
         --out "$out/fp8_matmul_sweep_$label.json"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
@@ -49,8 +49,6 @@ if [ "${ONLY:-23}" = 23 ]; then
     step 100 gen-fp8 "${fp8[@]}" --label "$label.fp8"
     step 100 gen-fp8-bf16-activations "${fp8[@]}" --no-fp8-w8a8-decode \
         --label "$label.fp8-bf16-activations"
-    step 70 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 --kv-dtype fp8 \
-        --kernels --batches 1 64 --steps 20
 fi
 if [ "${ONLY:-}" = 23b ]; then
     # Issue 23, second call: compiled FP8 and bf16 on the same card, then the 70B shape (needs

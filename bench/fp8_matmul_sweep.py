@@ -46,11 +46,21 @@ def gemv_configs(rows: int) -> list[dict]:
     if rows > 8:
         return []
     grid = itertools.product((8, 16, 32), (256, 512, 1024), (4, 8), (2, 4), (1, 4))
-    return [
+    if rows == 1:  # num_stages does not pipeline its plain loads; K split at most in two
+        grid = itertools.product((8, 16), (512, 1024), (4, 8), (2,), (1, 2))
+    configs = [
         dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, num_stages=s, split_k=sk)
         for bn, bk, w, s, sk in grid
         if bn * bk <= 16384
     ]
+    if rows == 1:  # the next tile loaded before this one's arithmetic
+        grid = itertools.product((4, 8, 16), (512, 1024, 2048), (4, 8), (1, 2))
+        configs += [
+            dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, split_k=sk, prefetch=True)
+            for bn, bk, w, sk in grid
+            if bn * bk <= 16384
+        ]
+    return configs
 
 
 def dot_configs(rows: int) -> list[dict]:
@@ -203,6 +213,7 @@ def best_table(rows: list[dict]) -> list[str]:
                     f" [{r['block_n']}x{r['block_k']} w{r['num_warps']} s{r['num_stages']}"
                     + (f" k{r['split_k']}" if "split_k" in r else "")
                     + (" unswapped" if r.get("swap") is False else "")
+                    + (" prefetch" if r.get("prefetch") else "")
                     + "]"
                     if "block_n" in r
                     else ""

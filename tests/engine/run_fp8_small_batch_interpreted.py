@@ -18,6 +18,7 @@ SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)
 TILE_CASES = [
     ((2, 24, 520), dict(block_n=16, block_k=128, split_k=3)),
     ((1, 40, 1000), dict(block_n=8, block_k=256, split_k=4)),
+    ((1, 72, 1100), dict(block_n=8, block_k=256, split_k=2, prefetch=True)),
     ((33, 40, 600), dict(kind="dot", block_n=32, block_k=128, split_k=3)),
     ((64, 16, 300), dict(kind="dot", block_n=16, block_k=128, split_k=4)),
     ((5, 72, 700), dict(kind="w8a8", block_n=64, split_k=3, swap=False)),
