@@ -33,32 +33,30 @@ if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
     step 90 tiers-tests python3 -m pytest tests/engine/kv_tiers -q -o addopts= -x
 fi
 if [ "${ONLY:-23}" = 23 ]; then
-    # Issue 23: FP8 activations in 2-64-row decode products (fp8_w8a8.py), most wanted first.
-    # The GPU tests (the new kernels, the FP8 KV cache's consistency and its CUDA logits bound,
-    # the tiers with an FP8 cache), the products' tiles on this card (every kind at 1-64 rows),
-    # the engine end to end with FP8 activations and, on the same card, without, then where a
-    # 64-row step goes.
+    # Issue 23: FP8 activations in 2-64-row decode products (fp8_w8a8.py) and the FP8 decode
+    # attention's dots transposed, most wanted first. The GPU tests (the new kernels, the FP8 KV
+    # cache's consistency and its CUDA logits bound, the tiers with an FP8 cache), the products'
+    # tiles on this card (every kind at 64, 1, 32 and 16 rows), the attention's, then the engine
+    # end to end.
     step 130 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
-        tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py \
+        tests/engine/test_fp8_weights.py tests/engine/test_fp8_kv.py tests/engine/test_paged_decode.py \
         tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= -k "cuda or fp8 or compiles"
-    step 220 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 64 1 32 16 --budget-s 200 \
+    step 170 fp8-sweep python3 bench/fp8_matmul_sweep.py --rows 64 1 32 16 --budget-s 150 \
         --kinds default default_bf16_activations w8a8 gemv scaled_mm \
         --out "$out/fp8_matmul_sweep_$label.json"
-    fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
-        --parts single concurrent --out-dir "$out")
-    step 100 gen-fp8 "${fp8[@]}" --label "$label.fp8"
-    step 100 gen-fp8-bf16-activations "${fp8[@]}" --no-fp8-w8a8-decode \
-        --label "$label.fp8-bf16-activations"
+    step 110 paged-decode-fp8 python3 bench/paged_decode_fp8.py --out "$out/paged_decode_fp8_$label.json"
+    step 100 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
+        --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23, second call: compiled FP8 and bf16 on the same card, then the 70B shape (needs
-    # an H200: 70 GB of FP8 weights beside a 40 GiB cache).
+    # Issue 23, second call: FP8 compiled, FP8 with bf16 decode activations (the A/B), then the
+    # 70B shape (needs an H200: 70 GB of FP8 weights beside a 40 GiB cache).
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
-    step 150 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" --compile \
-        --parts single concurrent --label "$label.bf16.compile" --out-dir "$out"
     step 280 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
         --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
         --label "$label.70b-fp8" --out-dir "$out"
+    step 100 gen-fp8-bf16-activations "${fp8[@]}" --no-fp8-w8a8-decode \
+        --label "$label.fp8-bf16-activations"
 fi
