@@ -53,13 +53,6 @@ def gemv_configs(rows: int) -> list[dict]:
         for bn, bk, w, s, sk in grid
         if bn * bk <= 16384
     ]
-    if rows == 1:  # the next tile loaded before this one's arithmetic
-        grid = itertools.product((4, 8, 16), (512, 1024, 2048), (4, 8), (1, 2))
-        configs += [
-            dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, split_k=sk, prefetch=True)
-            for bn, bk, w, sk in grid
-            if bn * bk <= 16384
-        ]
     return configs
 
 
@@ -210,10 +203,9 @@ def best_table(rows: list[dict]) -> list[str]:
             + "; ".join(
                 f"{kind} {r['us']:.1f} us ({r['tb_per_s']:.2f} TB/s)"
                 + (
-                    f" [{r['block_n']}x{r['block_k']} w{r['num_warps']} s{r['num_stages']}"
+                    f" [{r['block_n']}x{r.get('block_k', 128)} w{r['num_warps']} s{r.get('num_stages')}"
                     + (f" k{r['split_k']}" if "split_k" in r else "")
                     + (" unswapped" if r.get("swap") is False else "")
-                    + (" prefetch" if r.get("prefetch") else "")
                     + "]"
                     if "block_n" in r
                     else ""

@@ -53,9 +53,6 @@ class KernelConfig:
     # An FP8 cache read by a 16-bit model: both dots in fp16 (the kernel's FP16_DOTS); False
     # dequantizes K and V to the model's dtype (bench/paged_decode_fp8.py times both).
     fp16_dots: bool = True
-    # With fp16_dots: the dots transposed, the tile's tokens as their M and the query heads as
-    # their N (wgmma on Hopper, rather than the heads padded to 16 rows of mma.sync).
-    swap: bool = False
 
     def __post_init__(self) -> None:
         n = self.tile_tokens
@@ -236,7 +233,6 @@ def paged_decode_attention(
             SINGLE_SPLIT=single,
             KV_FP8=is_fp8,
             FP16_DOTS=is_fp8 and config.fp16_dots and q.dtype.itemsize == 2,
-            SWAP=is_fp8 and config.fp16_dots and config.swap and q.dtype.itemsize == 2,
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             num_warps=config.num_warps,
             num_stages=config.num_stages,

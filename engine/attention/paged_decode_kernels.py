@@ -60,7 +60,6 @@ def _paged_decode_split_kernel(
     KV_FP8: tl.constexpr,
     FP16_DOTS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    SWAP: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -106,10 +105,7 @@ def _paged_decode_split_kernel(
 
     m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)  # running max (log2 domain)
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)  # running sum of exp2(s - m_i)
-    if SWAP:  # the transposed tile (below)
-        acc = tl.zeros([BLOCK_D, GROUP_PAD], dtype=tl.float32)
-    else:
-        acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
+    acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
     table_row = block_tables_ptr + seq * stride_bt
 
     # The first tile's block ids; each iteration then fetches the next tile's (loop-carried),
@@ -152,54 +148,34 @@ def _paged_decode_split_kernel(
         upcoming = tokens + TILE_N
         blocks = tl.load(table_row + upcoming // BLOCK_SIZE, mask=upcoming < end, other=0)
 
-        if SWAP:
-            # FP16 dots transposed (FP8 cache only): the tile's tokens are the dots' M (128 rows
-            # for Hopper's wgmma, K and V widened in registers as its A operand) and the query
-            # heads their N, instead of 4 heads padded to 16 rows of mma.sync. Same arithmetic.
-            scores_t = tl.dot(k, tl.trans(q)) * token_gain[:, None]  # [TILE_N, GROUP_PAD]
-            scores_t = tl.where(valid[:, None], scores_t, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(scores_t, 0))
-            alpha = tl.exp2(m_i - m_new)
-            p_t = tl.exp2(scores_t - m_new[None, :])
-            l_i = l_i * alpha + tl.sum(p_t, 0)
-            weighted_t = p_t * v_scale[:, None]  # as `weighted` below, transposed
-            top = tl.max(weighted_t, 0)
-            top = tl.where(top >= 1.1754944e-38, top, 1.0)
-            share_t = (weighted_t * (1.0 / top)[None, :]).to(tl.float16)
-            update_t = tl.dot(tl.trans(v), share_t) * top[None, :]  # [BLOCK_D, GROUP_PAD]
-            acc = acc * alpha[None, :] + update_t
-            m_i = m_new
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [GROUP_PAD, TILE_N]
+        if KV_FP8:  # noqa: SIM108 (a compile-time branch)
+            scores = scores * token_gain[None, :]
         else:
-            scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [GROUP_PAD, TILE_N]
-            if KV_FP8:  # noqa: SIM108 (a compile-time branch)
-                scores = scores * token_gain[None, :]
-            else:
-                scores = scores * scale_log2
-            scores = tl.where(valid[None, :], scores, float("-inf"))
-            # Every tile holds at least one valid token, so m_new is finite from the first tile on.
-            m_new = tl.maximum(m_i, tl.max(scores, 1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
-            l_i = l_i * alpha + tl.sum(p, 1)
-            if FP16_DOTS:
-                # Each weight times its token's V scale, in fp32, then divided by the row's largest
-                # (top): the fp16 operand is at most 1 with its largest term 1 (to a rounding), so what
-                # rounds to fp16 subnormals is below 2**-14 of the row's largest term (a V scale
-                # folded into p alone went subnormal for a small V: 10% off at |V| ~ 1e-4).
-                weighted = p * v_scale[None, :]
-                top = tl.max(weighted, 1)  # [GROUP_PAD]
-                # A top below fp32's smallest normal (a tile far below the running max) would make
-                # 1 / top infinite: its shares are 0 in fp16 anyway.
-                top = tl.where(top >= 1.1754944e-38, top, 1.0)
-                share = (weighted * (1.0 / top)[:, None]).to(tl.float16)
-                update = tl.dot(share, v) * top[:, None]
-            else:
-                update = tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-            acc = acc * alpha[:, None] + update
-            m_i = m_new
+            scores = scores * scale_log2
+        scores = tl.where(valid[None, :], scores, float("-inf"))
+        # Every tile holds at least one valid token, so m_new is finite from the first tile on.
+        m_new = tl.maximum(m_i, tl.max(scores, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if FP16_DOTS:
+            # Each weight times its token's V scale, in fp32, then divided by the row's largest
+            # (top): the fp16 operand is at most 1 with its largest term 1 (to a rounding), so what
+            # rounds to fp16 subnormals is below 2**-14 of the row's largest term (a V scale
+            # folded into p alone went subnormal for a small V: 10% off at |V| ~ 1e-4).
+            weighted = p * v_scale[None, :]
+            top = tl.max(weighted, 1)  # [GROUP_PAD]
+            # A top below fp32's smallest normal (a tile far below the running max) would make
+            # 1 / top infinite: its shares are 0 in fp16 anyway.
+            top = tl.where(top >= 1.1754944e-38, top, 1.0)
+            share = (weighted * (1.0 / top)[:, None]).to(tl.float16)
+            update = tl.dot(share, v) * top[:, None]
+        else:
+            update = tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        acc = acc * alpha[:, None] + update
+        m_i = m_new
 
-    if SWAP:
-        acc = tl.trans(acc)
     # An empty split (or a padding row, context 0) has l_i = 0: output 0, lse -inf.
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # [GROUP_PAD, BLOCK_D]
     out_mask = row_ok[:, None] & dim_ok[None, :]

@@ -39,7 +39,12 @@ LINEAR_ROWS = 64
 # grow (measured at 32 and 64 rows).
 GEMV_CONFIG = dict(block_n=8, block_k=1024, num_warps=4, num_stages=2)
 # FP8 activations (fp8_w8a8.py), by rows; split-K from w8a8_split (the output sizes and the SMs).
-W8A8_CONFIGS = ((MAX_ROWS, dict(block_n=128, num_warps=4, num_stages=4)),)
+# From the sweep on an H100 (bench/results/fp8_matmul_sweep_h100.json): up to 32 rows the
+# outputs as the dots' M (swap), at 64 the rows (within 5% of each shape's best tile there).
+W8A8_CONFIGS = (
+    (32, dict(block_n=128, num_warps=4, num_stages=4)),
+    (MAX_ROWS, dict(block_n=128, num_warps=4, num_stages=4, swap=False)),
+)
 W8A8_SPLITS = (1, 2, 4)
 INTERPRETER_NUM_SMS = 4
 DOT_CONFIGS = (  # (up to rows, config)
@@ -116,7 +121,6 @@ def _fp8_weight_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     """The same product without tensor cores, for one to a few rows: each program widens a
     [BLOCK_N, BLOCK_K] weight tile to fp32 and multiplies it by every row in registers (no row
@@ -133,36 +137,16 @@ def _fp8_weight_gemv_kernel(
     if BLOCK_M == 1:
         wide = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         w_rows = w_ptr + cols[:, None] * stride_wn
-        if PREFETCH:
-            # The next tile's load issued before this tile's arithmetic: two tiles in flight a
-            # program (registers, not shared memory: the GEMV has no dot for Triton to pipeline).
-            w_next = tl.load(
-                w_rows + (k_start + ks)[None, :],
-                mask=col_ok[:, None] & ((k_start + ks) < k_end)[None, :],
+        for k0 in range(k_start, k_end, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < k_end
+            x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            w = tl.load(
+                w_rows + k[None, :],
+                mask=col_ok[:, None] & k_ok[None, :],
                 other=0.0,
             )
-            for k0 in range(k_start, k_end, BLOCK_K):
-                k = k0 + ks
-                w = w_next
-                after = k + BLOCK_K
-                w_next = tl.load(
-                    w_rows + after[None, :],
-                    mask=col_ok[:, None] & (after < k_end)[None, :],
-                    other=0.0,
-                )
-                x = tl.load(x_ptr + k, mask=k < k_end, other=0.0).to(tl.float32)
-                wide += w.to(tl.float32) * x[None, :]
-        else:
-            for k0 in range(k_start, k_end, BLOCK_K):
-                k = k0 + ks
-                k_ok = k < k_end
-                x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-                w = tl.load(
-                    w_rows + k[None, :],
-                    mask=col_ok[:, None] & k_ok[None, :],
-                    other=0.0,
-                )
-                wide += w.to(tl.float32) * x[None, :]
+            wide += w.to(tl.float32) * x[None, :]
         acc = tl.sum(wide, axis=1)[None, :]
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -198,7 +182,6 @@ def fp8_weight_gemv(
     split_k: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
-    prefetch: bool = False,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
     > 1 writes fp32 partials, then sums them in a fixed order and casts (one more kernel;
@@ -227,7 +210,6 @@ def fp8_weight_gemv(
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             SPLIT_K=split_k,
-            PREFETCH=prefetch and rows == 1,
             num_warps=num_warps,
             num_stages=num_stages,
         )

@@ -34,7 +34,9 @@ FP8_MAX = tl.constexpr(448.0)
 MIN_SCALE = tl.constexpr(1e-12)  # an all-zero group: any scale gives 0
 
 
-@triton.jit
+# stride_sm (a row's groups: K / GROUP) is not specialized: prebuild's small K and a model's
+# large one would otherwise differ in divisibility by 16 and compile twice.
+@triton.jit(do_not_specialize=["stride_sm"])
 def _quantize_groups_kernel(
     x_ptr,  # [M, K] bf16 / fp16 / fp32
     q_ptr,  # [M, K] float8_e4m3fn
@@ -52,13 +54,21 @@ def _quantize_groups_kernel(
     ok = cols < K
     x = tl.load(x_ptr + row * stride_xm + cols, mask=ok, other=0.0).to(tl.float32)
     scale = tl.maximum(tl.max(tl.abs(x), axis=1) / FP8_MAX, MIN_SCALE)  # [GROUPS]
+    # The GPU's max drops NaN: a group holding one gets a NaN scale, so that the NaN reaches
+    # the product's output as it does with bf16 activations (not -448 times the scale).
+    has_nan = tl.sum((x != x).to(tl.int32), axis=1) > 0
+    scale = tl.where(has_nan, float("nan"), scale)
     # x / scale is at most 448 up to a rounding: clamped, since E4M3fn has no infinity.
-    q = tl.minimum(tl.maximum(x / scale[:, None], -FP8_MAX), FP8_MAX)
+    q = tl.minimum(
+        tl.maximum(x / scale[:, None], -FP8_MAX, propagate_nan=tl.PropagateNan.ALL),
+        FP8_MAX,
+        propagate_nan=tl.PropagateNan.ALL,
+    )
     tl.store(q_ptr + row * stride_qm + cols, q.to(q_ptr.dtype.element_ty), mask=ok)
     tl.store(s_ptr + row * stride_sm + groups, scale, mask=groups * GROUP < K)
 
 
-@triton.jit(do_not_specialize=["M"])  # rows change step by step
+@triton.jit(do_not_specialize=["M", "stride_sm"])  # rows change step by step
 def _fp8_w8a8_kernel(
     xq_ptr,  # [M, K] float8_e4m3fn
     xs_ptr,  # [M, ceil(K / GROUP)] fp32

@@ -48,7 +48,6 @@ class Case:
     q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
     kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
     fp16_dots: bool = True  # KernelConfig.fp16_dots (an FP8 cache and a 16-bit model)
-    swap: bool = False  # KernelConfig.swap (the fp16 dots transposed)
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -74,11 +73,6 @@ CASES: dict[str, Case] = {
     "g4_d128_bf16_fp8_kv_model_dtype_dots": Case(8, 2, 128, torch.bfloat16, (17, 300), kv_fp8=True, fp16_dots=False),
     # q past fp16's range (|q| up to ~4e5 in bf16): the fp16 dots scale it down first.
     "large_q_bf16_fp8_kv": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True),
-    # The same dots transposed (tokens as the dots' M): the FP8 cases above once more.
-    "g4_d128_bf16_fp8_kv_three_splits_swap": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, swap=True),
-    "g4_d128_fp16_fp8_kv_swap": Case(8, 2, 128, torch.float16, (1, 16, 300, 0), kv_fp8=True, swap=True),
-    "large_q_bf16_fp8_kv_swap": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True, swap=True),
-    "g1_d64_fp16_fp8_kv_swap_tile64": Case(2, 2, 64, torch.float16, (16, 100, 0), kv_fp8=True, swap=True, tile_tokens=64),
 }  # fmt: skip
 
 
@@ -123,13 +117,11 @@ def run_case(case: Case, device: torch.device) -> dict:
         inputs = build_inputs(case, device)
         out = torch.full_like(inputs["q"], float("nan"))
         config = None
-        if case.tile_tokens or not case.fp16_dots or case.swap:
+        if case.tile_tokens or not case.fp16_dots:
             default = default_kernel_config(
                 case.head_dim, case.dtype, inputs["k_cache"].dtype
             ).tile_tokens
-            config = KernelConfig(
-                case.tile_tokens or default, fp16_dots=case.fp16_dots, swap=case.swap
-            )
+            config = KernelConfig(case.tile_tokens or default, fp16_dots=case.fp16_dots)
         result = paged_decode_attention(
             **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config
         )

@@ -143,7 +143,6 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
         constexprs |= {
             "BLOCK_M": 1,
             "BLOCK_K": config["block_k"],
-            "PREFETCH": config.get("prefetch", False),
         }
     elif kind == "dot":
         fn = kernels._fp8_weight_matmul_kernel
@@ -284,3 +283,21 @@ def test_nothing_compiles_in_a_step_after_prebuild() -> None:
             kernels.fp8_weight_matmul(x, weight, scale)
     torch.cuda.synchronize()
     assert variants() == before
+
+
+@needs_cuda
+@pytest.mark.parametrize("w8a8", [True, False])
+def test_a_nan_activation_stays_nan(w8a8: bool) -> None:
+    """A NaN in a row's activations makes that row's outputs NaN, with FP8 activations as with
+    bf16 ones: the GPU's max drops NaN, and the quantizer once turned it into -448 times its
+    group's scale, a plausible wrong number."""
+    from engine.models import fp8_small_batch as kernels
+    from engine.models.fp8 import quantize_rows
+
+    device = torch.device("cuda")
+    weight, scale = quantize_rows(torch.randn(512, 4096, device=device))
+    x = torch.randn(4, 4096, device=device, dtype=torch.bfloat16)
+    x[0, 1000] = float("nan")
+    out = kernels.fp8_weight_matmul(x, weight, scale, w8a8)
+    assert out[0].isnan().all()
+    assert out[1:].isfinite().all()

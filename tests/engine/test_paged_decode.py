@@ -334,7 +334,6 @@ def test_kernels_compile_for_hopper(
             "KV_FP8": kv_fp8,
             "FP16_DOTS": kv_fp8 and dtype != "fp32",
             "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
-            "SWAP": config.swap and kv_fp8 and dtype != "fp32",
         },
         {"num_warps": config.num_warps, "num_stages": config.num_stages},
     )
@@ -349,45 +348,6 @@ def test_kernels_compile_for_hopper(
         {"num_warps": 8},
     )
     assert merge.metadata.shared <= 16 * 1024
-
-
-@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
-@pytest.mark.parametrize(("tile", "warps"), [(64, 4), (128, 4), (128, 8)])
-def test_swapped_fp8_dots_compile_to_wgmma(tile: int, warps: int) -> None:
-    """The FP8 cache's dots transposed (KernelConfig.swap) build for an H200 as Hopper's wgmma
-    on fp16 operands, the tile's tokens as its M (the untransposed dots are mma.sync with four
-    query heads padded to 16 rows), with the K/V copies still pipelined."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    from engine.attention import paged_decode_kernels as kernels
-
-    constexprs = {
-        "GROUP": 4,
-        "GROUP_PAD": 16,
-        "HEAD_DIM": 128,
-        "BLOCK_D": 128,
-        "BLOCK_SIZE": 16,
-        "TILE_N": tile,
-        "SINGLE_SPLIT": False,
-        "KV_FP8": True,
-        "FP16_DOTS": True,
-        "DOT_PRECISION": "tf32",
-    }
-    built = {
-        swap: _build(
-            kernels._paged_decode_split_kernel,
-            constexprs | {"SWAP": swap},
-            {"num_warps": warps, "num_stages": 3},
-            dtype="bf16",
-            kv_fp8=True,
-            arch=90,
-        ).asm["ptx"]
-        for swap in (False, True)
-    }
-    assert re.search(r"wgmma\.mma_async\S*\.f16\.f16", built[True])
-    assert "wgmma" not in built[False] and "mma.sync" in built[False]
-    waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+)", built[True])}
-    assert max(waits, default=0) > 0, waits
 
 
 def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arch: int):
@@ -446,7 +406,6 @@ def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
         "KV_FP8": True,
         "FP16_DOTS": dtype != "fp32",
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
-        "SWAP": config.swap and dtype != "fp32",
     }
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     built = _build(
