@@ -49,14 +49,17 @@ if [ "${ONLY:-23}" = 23 ]; then
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23, second call: FP8 compiled, FP8 with bf16 decode activations (the A/B), then the
-    # 70B shape (needs an H200: 70 GB of FP8 weights beside a 40 GiB cache).
+    # Issue 23, second call (an H200: the 70B's 70 GB of FP8 weights beside a 40 GiB cache): the
+    # GPU tests after the first call's fixes, FP8 eager, the 70B shape, FP8 compiled.
+    step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+        tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py \
+        tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
+        -k "(cuda or compiles or nan or fp8) and not interpreted"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
-    step 150 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
-    step 280 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+    step 70 gen-fp8 "${fp8[@]}" --label "$label.fp8"
+    step 240 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
         --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
         --label "$label.70b-fp8" --out-dir "$out"
-    step 100 gen-fp8-bf16-activations "${fp8[@]}" --no-fp8-w8a8-decode \
-        --label "$label.fp8-bf16-activations"
+    step 140 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
 fi
