@@ -77,14 +77,14 @@ if [ "${ONLY:-}" = 23any ]; then
     # Issue 23 on whichever card comes: the GPU tests after the first call's fixes, then on an
     # H200 the 70B shape (70 GB of FP8 weights beside a 40 GiB cache) and FP8 eager, on an H100
     # FP8 eager and compiled.
-    step 90 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+    step 80 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py \
         tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
         -k "(cuda or compiles or nan or fp8) and not interpreted"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     if [ "$label" = h200 ]; then
-        step 200 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+        step 150 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
             --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
             --label "$label.70b-fp8" --out-dir "$out"
         step 70 gen-fp8 "${fp8[@]}" --label "$label.fp8"
