@@ -1,6 +1,6 @@
 """What launching our Triton kernels needs: their module, where Triton imports (triton_module),
-and the device they launch on (on_device: Triton uses the current CUDA device, which need not be
-their tensors', as for an engine on cuda:1)."""
+the device they launch on (on_device: Triton uses the current CUDA device, which need not be
+their tensors', as for an engine on cuda:1), and its SMs, which size their grids (sm_count)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ import importlib
 from types import ModuleType
 
 import torch
+
+# Triton's interpreter on the CPU has no SMs: a stand-in count, so that grids planned from it
+# still split work there (long contexts, narrow products) as a small GPU would.
+INTERPRETER_NUM_SMS = 4
 
 
 @functools.cache
@@ -27,3 +31,11 @@ def on_device(device: torch.device) -> contextlib.AbstractContextManager:
     if device.type != "cuda" or device.index in (None, torch.cuda.current_device()):
         return contextlib.nullcontext()
     return torch.cuda.device(device)
+
+
+@functools.cache
+def sm_count(device: torch.device) -> int:
+    """The device's SMs (INTERPRETER_NUM_SMS off CUDA)."""
+    if device.type != "cuda":
+        return INTERPRETER_NUM_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count

@@ -14,14 +14,13 @@ count, dtype, head layout) compiles the kernels, seconds: make it before the cap
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from types import ModuleType
 
 import torch
 
-from engine.device_guard import on_device, triton_module
+from engine.device_guard import on_device, sm_count, triton_module
 from engine.errors import EngineError
 
 LOG2_E = 1.4426950408889634
@@ -38,9 +37,6 @@ MAX_TOKENS_PER_SPLIT = 4096
 MAX_SPLITS = 128
 # A K (or V) tile of about this many bytes per iteration: 32 tokens at D=128 in bf16.
 TILE_BYTES = 8192
-# Triton's interpreter on the CPU has no SMs: a stand-in count, so the default split plan
-# still splits long contexts there.
-INTERPRETER_NUM_SMS = 4
 
 
 @dataclass(frozen=True)
@@ -194,7 +190,7 @@ def paged_decode_attention(
             batch_size=batch_size,
             num_kv_heads=num_kv_heads,
             max_context_len=max_context_len,
-            num_sms=_num_sms(q.device),
+            num_sms=sm_count(q.device),
         )
     if not 1 <= num_splits <= MAX_SPLITS:
         raise EngineError(f"num_splits must be between 1 and {MAX_SPLITS}, not {num_splits}.")
@@ -371,13 +367,6 @@ def _is_interpreted(kernels: ModuleType) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(kernels._paged_decode_split_kernel, InterpretedFunction)
-
-
-@functools.cache
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return INTERPRETER_NUM_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _next_power_of_2(n: int) -> int:

@@ -15,14 +15,12 @@ GPU. Imported only where Triton is.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
-from engine.device_guard import on_device
-from engine.models.fp8_w8a8 import fp8_w8a8_matmul, sum_splits
+from engine.device_guard import on_device, sm_count
+from engine.models.fp8_w8a8 import block_m, fp8_w8a8_matmul, split_output, sum_splits
 
 MAX_ROWS = 64  # the kernels take up to this many rows
 # What Fp8Linear sends them: every decode batch up to 64 rows. With split-K tiles at 17-64 rows
@@ -46,7 +44,6 @@ W8A8_CONFIGS = (
     (MAX_ROWS, dict(block_n=128, num_warps=4, num_stages=4, swap=False)),
 )
 W8A8_SPLITS = (1, 2, 4)
-INTERPRETER_NUM_SMS = 4
 DOT_CONFIGS = (  # (up to rows, config)
     (16, dict(block_n=32, block_k=256, num_warps=4, num_stages=4)),
     (32, dict(block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=4)),
@@ -192,7 +189,7 @@ def fp8_weight_gemv(
     if weight.shape[1] != inputs:
         raise ValueError(f"fp8_weight_gemv takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
-    out = _output(x, outputs, split_k)
+    out = split_output(x, outputs, split_k)
     with on_device(x.device):
         _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,
@@ -216,16 +213,9 @@ def fp8_weight_gemv(
     return out if split_k == 1 else sum_splits(out, x.dtype)
 
 
-def _output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
-    """The product's buffer: [M, N] in x's dtype, or [split_k, M, N] fp32 partials."""
-    if split_k == 1:
-        return torch.empty((x.shape[0], outputs), dtype=x.dtype, device=x.device)
-    return torch.empty((split_k, x.shape[0], outputs), dtype=torch.float32, device=x.device)
-
-
 def _block_m(kind: str, rows: int) -> int:
     """The rows a program holds: a power of two, at least 16 for the tensor-core kernels' tl.dot."""
-    return triton.next_power_of_2(rows) if kind == "gemv" else max(16, triton.next_power_of_2(rows))
+    return triton.next_power_of_2(rows) if kind == "gemv" else block_m(rows)
 
 
 def plan(rows: int, w8a8: bool = True) -> tuple[str, dict]:
@@ -242,15 +232,6 @@ def w8a8_split(outputs: int, block_n: int, sms: int) -> int:
     4,096 and 6,144 outputs in blocks of 128: 32 and 48 programs on 132 SMs)."""
     programs = triton.cdiv(outputs, block_n)
     return next((s for s in W8A8_SPLITS if programs * s >= sms), W8A8_SPLITS[-1])
-
-
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    """The device's SMs; Triton's interpreter on the CPU has none: a stand-in, so that its runs
-    still split K where a small GPU would."""
-    if device.type != "cuda":
-        return INTERPRETER_NUM_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def prebuild_rows(rows: int = LINEAR_ROWS, w8a8: bool = True) -> list[int]:
@@ -297,7 +278,7 @@ def fp8_weight_matmul(
     if kind == "gemv":
         return fp8_weight_gemv(x, weight, scale, **config)
     if kind == "w8a8":
-        split = w8a8_split(weight.shape[0], config["block_n"], _sm_count(x.device))
+        split = w8a8_split(weight.shape[0], config["block_n"], sm_count(x.device))
         return fp8_w8a8_matmul(x, weight, scale, split_k=split, **config)
     return fp8_weight_dot(x, weight, scale, **config)
 
@@ -320,7 +301,7 @@ def fp8_weight_dot(
     if weight.shape[1] != inputs:
         raise ValueError(f"fp8_weight_matmul takes rows of {weight.shape[1]}, not {inputs}.")
     x = x.contiguous()
-    out = _output(x, outputs, split_k)
+    out = split_output(x, outputs, split_k)
     with on_device(x.device):
         _fp8_weight_matmul_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,

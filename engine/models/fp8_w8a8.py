@@ -212,10 +212,7 @@ def fp8_w8a8_matmul(
     if weight.shape[1] != inputs:
         raise ValueError(f"fp8_w8a8_matmul takes rows of {weight.shape[1]}, not {inputs}.")
     quantized, scales = quantize_groups(x)
-    if split_k == 1:
-        out = torch.empty((rows, outputs), dtype=x.dtype, device=x.device)
-    else:
-        out = torch.empty((split_k, rows, outputs), dtype=torch.float32, device=x.device)
+    out = split_output(x, outputs, split_k)
     with on_device(x.device):
         _fp8_w8a8_kernel[(triton.cdiv(outputs, block_n), split_k)](
             quantized,
@@ -245,3 +242,10 @@ def fp8_w8a8_matmul(
 def block_m(rows: int) -> int:
     """The rows a program holds: a power of two, at least 16 for tl.dot."""
     return max(16, triton.next_power_of_2(rows))
+
+
+def split_output(x: torch.Tensor, outputs: int, split_k: int) -> torch.Tensor:
+    """A product's buffer: [M, N] in x's dtype, or [split_k, M, N] fp32 partials (sum_splits)."""
+    if split_k == 1:
+        return torch.empty((x.shape[0], outputs), dtype=x.dtype, device=x.device)
+    return torch.empty((split_k, x.shape[0], outputs), dtype=torch.float32, device=x.device)

@@ -203,12 +203,13 @@ def test_split_k_products_are_the_same_every_time(rows: int) -> None:
     """Split-K's partials are summed in a fixed order: the same product, bit for bit, call after
     call and replayed in a CUDA graph (atomics summed them in whatever order the programs
     finished: a greedy decode could change from run to run)."""
+    from engine.device_guard import sm_count
     from engine.models import fp8_small_batch as kernels
     from engine.models.fp8 import quantize_rows
 
     device = torch.device("cuda")
     config = kernels.plan(rows)[1]
-    assert kernels.w8a8_split(4096, config["block_n"], kernels._sm_count(device)) > 1
+    assert kernels.w8a8_split(4096, config["block_n"], sm_count(device)) > 1
     weight, scale = quantize_rows(torch.randn(4096, 4096, device=device))
     x = torch.randn(rows, 4096, device=device, dtype=torch.bfloat16)
     first = kernels.fp8_weight_matmul(x, weight, scale)
