@@ -48,31 +48,6 @@ if [ "${ONLY:-23}" = 23 ]; then
     step 100 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
-if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23, second call (an H200: the 70B's 70 GB of FP8 weights beside a 40 GiB cache): the
-    # GPU tests after the first call's fixes, FP8 eager, the 70B shape, FP8 compiled.
-    step 100 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
-        tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py \
-        tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
-        -k "(cuda or compiles or nan or fp8) and not interpreted"
-    fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
-        --parts single concurrent --out-dir "$out")
-    step 70 gen-fp8 "${fp8[@]}" --label "$label.fp8"
-    step 230 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
-        --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
-        --label "$label.70b-fp8" --out-dir "$out"
-    step 130 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
-fi
-if [ "${ONLY:-}" = 23h ]; then
-    # Issue 23 on an H100 while no H200 comes: the GPU tests after the first call's fixes, then
-    # FP8 compiled (the one-stream and 64-stream figures' best path).
-    step 100 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
-        tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py \
-        tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
-        -k "(cuda or compiles or nan or fp8) and not interpreted"
-    step 140 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
-        --kv-gib 30 --parts single concurrent --out-dir "$out" --compile --label "$label.fp8.compile"
-fi
 if [ "${ONLY:-}" = 23any ]; then
     # Issue 23 on whichever card comes: the GPU tests after the first call's fixes, then on an
     # H200 the 70B shape (70 GB of FP8 weights beside a 40 GiB cache) and FP8 eager, on an H100
