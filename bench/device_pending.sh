@@ -49,13 +49,16 @@ if [ "${ONLY:-23}" = 23 ]; then
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23any ]; then
-    # Issue 23 on whichever card comes: the GPU tests after the first call's fixes, then on an
-    # H200 the 70B shape (70 GB of FP8 weights beside a 40 GiB cache) and FP8 eager, on an H100
-    # FP8 eager and compiled.
-    step 80 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
-        tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py \
+    # Issue 23 on whichever card comes: the GPU tests after the first call's fixes, the decode
+    # attention's register caps, then on an H200 the 70B shape (70 GB of FP8 weights beside a
+    # 40 GiB cache) and FP8 eager, on an H100 FP8 eager and compiled.
+    step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+        tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py tests/engine/test_paged_decode.py \
         tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
-        -k "(cuda or compiles or nan or fp8) and not interpreted"
+        -k "(cuda or compiles or nan or fp8 or register) and not interpreted"
+    # The FP8 decode attention with its registers capped (three programs an SM instead of two).
+    step 90 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 4 \
+        --stages 2 3 4 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     if [ "$label" = h200 ]; then

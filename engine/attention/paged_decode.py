@@ -49,11 +49,16 @@ class KernelConfig:
     # An FP8 cache read by a 16-bit model: both dots in fp16 (the kernel's FP16_DOTS); False
     # dequantizes K and V to the model's dtype (bench/paged_decode_fp8.py times both).
     fp16_dots: bool = True
+    # A cap on registers a thread (ptxas's .maxnreg), None for ptxas's own count: a program that
+    # needs fewer registers leaves room for one more on each SM.
+    maxnreg: int | None = None
 
     def __post_init__(self) -> None:
         n = self.tile_tokens
         if n < MIN_DOT_DIM or n & (n - 1):
             raise EngineError(f"tile_tokens must be a power of two of at least 16, not {n}.")
+        if self.maxnreg is not None and not 24 <= self.maxnreg <= 255:
+            raise EngineError(f"maxnreg must be between 24 and 255, not {self.maxnreg}.")
 
 
 def default_kernel_config(
@@ -232,6 +237,7 @@ def paged_decode_attention(
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             num_warps=config.num_warps,
             num_stages=config.num_stages,
+            **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
         )  # fmt: skip
         if not single:
             kernels._merge_splits_kernel[(batch_size, num_heads)](

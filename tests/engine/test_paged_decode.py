@@ -241,6 +241,31 @@ def test_default_kernel_config_tiles_about_8_kib() -> None:
     assert default_kernel_config(80, torch.float16).tile_tokens == 32  # D padded to 128
     with pytest.raises(EngineError, match="power of two"):
         KernelConfig(tile_tokens=48)
+    with pytest.raises(EngineError, match="maxnreg"):
+        KernelConfig(tile_tokens=32, maxnreg=256)
+
+
+@needs_cuda
+def test_a_register_cap_holds_and_keeps_the_result() -> None:
+    """A config's maxnreg reaches ptxas (the built kernel uses at most that many registers a
+    thread) and the capped kernel still matches the reference on an FP8 cache."""
+    from engine.attention import paged_decode_kernels as kernels
+
+    case = Case(8, 2, 128, torch.bfloat16, (700, 33), kv_fp8=True)
+    inputs = build_inputs(case, torch.device("cuda"))
+    scales = {"k_scale": inputs.pop("k_scale"), "v_scale": inputs.pop("v_scale")}
+    config = KernelConfig(128, num_stages=3, maxnreg=128)
+    got = paged_decode_attention(**inputs, config=config, num_splits=3, **scales)
+    expected = paged_decode_reference(**inputs, **scales)
+    torch.cuda.synchronize()
+    assert torch.allclose(got.float(), expected.float(), atol=2e-2, rtol=2e-2)
+    built = [
+        kernel
+        for cache in kernels._paged_decode_split_kernel.device_caches.values()
+        for kernel in cache[0].values()
+        if kernel.metadata.num_stages == 3 and getattr(kernel.metadata, "maxnreg", None) == 128
+    ]
+    assert built and all(kernel.n_regs <= 128 for kernel in built)
 
 
 def test_fp8_cache_tiles_by_the_model_dtype() -> None:
