@@ -59,6 +59,9 @@ if [ "${ONLY:-}" = 23any ]; then
     # The FP8 decode attention with its registers capped (three programs an SM instead of two).
     step 90 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 4 \
         --stages 2 3 4 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
+    # The one-row GEMV with its registers capped (more programs an SM, more loads in flight).
+    step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
+        --kinds default gemv --out "$out/fp8_matmul_sweep_$label.gemv.json"
     fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
         --parts single concurrent --out-dir "$out")
     if [ "$label" = h200 ]; then
