@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23any|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
+# Usage: [ONLY=23|23a|23b|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -48,29 +48,27 @@ if [ "${ONLY:-23}" = 23 ]; then
     step 100 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
-if [ "${ONLY:-}" = 23any ]; then
-    # Issue 23 on whichever card comes: the GPU tests after the first call's fixes, the decode
-    # attention's register caps, then on an H200 the 70B shape (70 GB of FP8 weights beside a
-    # 40 GiB cache) and FP8 eager, on an H100 FP8 eager and compiled.
+if [ "${ONLY:-}" = 23a ]; then
+    # Issue 23 on whichever card comes: the GPU tests after the last fixes, the decode
+    # attention's variants (registers capped; V staged through shared memory as fp16), the
+    # one-row GEMV's register caps, then FP8 end to end, eager.
     step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py tests/engine/test_paged_decode.py \
         tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
-        -k "(cuda or compiles or nan or fp8 or register) and not interpreted"
-    # The FP8 decode attention with its registers capped (three programs an SM instead of two).
-    step 90 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 4 \
-        --stages 2 3 4 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
-    # The one-row GEMV with its registers capped (more programs an SM, more loads in flight).
+        -k "(cuda or compiles or nan or fp8 or register or staged) and not interpreted"
+    step 120 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 4 \
+        --stages 2 3 --maxnreg 168 128 --stage-v off on --out "$out/paged_decode_fp8_$label.json"
     step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
         --kinds default gemv --out "$out/fp8_matmul_sweep_$label.gemv.json"
-    fp8=(python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30
-        --parts single concurrent --out-dir "$out")
-    if [ "$label" = h200 ]; then
-        step 150 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
-            --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
-            --label "$label.70b-fp8" --out-dir "$out"
-        step 70 gen-fp8 "${fp8[@]}" --label "$label.fp8"
-    else
-        step 70 gen-fp8 "${fp8[@]}" --label "$label.fp8"
-        step 130 gen-fp8-compile "${fp8[@]}" --compile --label "$label.fp8.compile"
-    fi
+    step 70 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
+        --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
+fi
+if [ "${ONLY:-}" = 23b ]; then
+    # Issue 23 on an H200: the 70B shape (70 GB of FP8 weights beside a 40 GiB cache), then the
+    # 8B in FP8, compiled.
+    step 170 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+        --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
+        --label "$label.70b-fp8" --out-dir "$out"
+    step 150 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
+        --kv-gib 30 --parts single concurrent --compile --out-dir "$out" --label "$label.fp8.compile"
 fi
