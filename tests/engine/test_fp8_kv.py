@@ -219,9 +219,12 @@ def test_fp8_cache_on_cuda_with_graphs_keeps_greedy_output(llama) -> None:
     assert engine._main.runner.decode_attention.name == "paged_triton_fp8"
     results = engine.generate_many(prompts, params)
     assert [r.token_ids for r in results] == [r.token_ids for r in expected]
+    # Fresh engines: prefill_logits gives the positions it computes, and `engine` holds these
+    # prompts' prefixes in its cache now (150 tokens gave 6 positions, past its 9 cached blocks).
+    fresh = tiny_engine(llama, **options)
     unquantized = tiny_engine(llama, device="cuda", dtype="bfloat16", chunk_size=64)
     for prompt in prompts:
-        ours = engine.prefill_logits(prompt, chunk_size=64, all_positions=True).float()
+        ours = fresh.prefill_logits(prompt, chunk_size=64, all_positions=True).float()
         reference = unquantized.prefill_logits(prompt, chunk_size=64, all_positions=True).float()
         assert 0 < _rel_l2(ours, reference) <= LOGITS_REL_L2
 
@@ -429,13 +432,15 @@ def test_the_fp8_cache_gives_the_same_logits_however_the_prompt_is_chunked(llama
     its own K/V as rounded into the pages, as to its prefix's, and as decode does to all. When a
     chunk attended to its own exactly, the KV depended on where chunks began (last-token logits
     1-1.7% apart between chunks of 48 and 64 here), so a question after a cached prefix, or one
-    loaded from the KV tiers, could answer unlike a cold read of the same text. On the CPU the
-    unquantized cache gives bitwise the same logits at any chunking; so does FP8 now."""
+    loaded from the KV tiers, could answer unlike a cold read of the same text. The bound,
+    1e-3, is ten times below that and far above what fp32 sums in another order give: a CPU's
+    BLAS may block a 17-row product unlike a 150-row one (bitwise equal on this project's CI
+    machine; up to 1e-4 apart in a logit on the GPU machine's Xeon)."""
     prompt = _prompt(150, 0)
     engine = tiny_engine(llama, kv_dtype="fp8")
     whole = engine.prefill_logits(prompt, chunk_size=150)
     for chunk_size in (64, 48, 17):
-        assert torch.equal(engine.prefill_logits(prompt, chunk_size=chunk_size), whole), chunk_size
+        assert _rel_l2(engine.prefill_logits(prompt, chunk_size=chunk_size), whole) <= 1e-3
 
 
 def test_the_fp8_cache_retrieves_the_pass_keys_the_default_model_retrieves(
