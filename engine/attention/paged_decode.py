@@ -49,9 +49,6 @@ class KernelConfig:
     # An FP8 cache read by a 16-bit model: both dots in fp16 (the kernel's FP16_DOTS); False
     # dequantizes K and V to the model's dtype (bench/paged_decode_fp8.py times both).
     fp16_dots: bool = True
-    # An FP8 cache's V widened to fp16 in registers and staged through shared memory for the
-    # dot (the kernel's STAGE_V), instead of read transposed a byte at a time.
-    stage_v: bool = False
     # A cap on registers a thread (ptxas's .maxnreg), None for ptxas's own count: a program that
     # needs fewer registers leaves room for one more on each SM.
     maxnreg: int | None = None
@@ -237,7 +234,6 @@ def paged_decode_attention(
             SINGLE_SPLIT=single,
             KV_FP8=is_fp8,
             FP16_DOTS=is_fp8 and config.fp16_dots and q.dtype.itemsize == 2,
-            STAGE_V=config.stage_v,
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             num_warps=config.num_warps,
             num_stages=config.num_stages,

@@ -59,7 +59,6 @@ def _paged_decode_split_kernel(
     SINGLE_SPLIT: tl.constexpr,
     KV_FP8: tl.constexpr,
     FP16_DOTS: tl.constexpr,
-    STAGE_V: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
@@ -141,13 +140,6 @@ def _paged_decode_split_kernel(
             if FP16_DOTS:
                 k = k.to(tl.float16)
                 v = v.to(tl.float16)  # exact: V's scales go into p, below
-                if STAGE_V:
-                    # The same values (masked slots are 0 already), but Triton no longer moves
-                    # the widening past the shared-memory load: V goes to fp16 in registers,
-                    # through shared memory, and into the dot by ldmatrix.trans. Without it, the
-                    # sm_90 build reads E4M3 V transposed, one byte a load (128 loads a thread
-                    # a 128-token tile, ld.shared.b8).
-                    v = tl.where(kv_mask, v, 0.0)
             else:
                 # V dequantized (an fp32 model: its dots are fp32 anyway).
                 k = k.to(q.dtype)

@@ -48,7 +48,6 @@ class Case:
     q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
     kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
     fp16_dots: bool = True  # KernelConfig.fp16_dots (an FP8 cache and a 16-bit model)
-    stage_v: bool = False  # KernelConfig.stage_v
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -71,7 +70,6 @@ CASES: dict[str, Case] = {
     "g3_d64_fp32_fp8_kv": Case(9, 3, 64, torch.float32, MIXED, kv_fp8=True),
     "g4_d128_bf16_fp8_kv_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True),
     "g4_d128_fp16_fp8_kv": Case(8, 2, 128, torch.float16, (1, 16, 300, 0), kv_fp8=True),
-    "g4_d128_bf16_fp8_kv_staged_v": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, stage_v=True),
     "g4_d128_bf16_fp8_kv_model_dtype_dots": Case(8, 2, 128, torch.bfloat16, (17, 300), kv_fp8=True, fp16_dots=False),
     # q past fp16's range (|q| up to ~4e5 in bf16): the fp16 dots scale it down first.
     "large_q_bf16_fp8_kv": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True),
@@ -119,13 +117,12 @@ def run_case(case: Case, device: torch.device) -> dict:
         inputs = build_inputs(case, device)
         out = torch.full_like(inputs["q"], float("nan"))
         config = None
-        if case.tile_tokens or not case.fp16_dots or case.stage_v:
+        if case.tile_tokens or not case.fp16_dots:
             default = default_kernel_config(case.head_dim, case.dtype, inputs["k_cache"].dtype)
             config = KernelConfig(
                 case.tile_tokens or default.tile_tokens,
                 num_stages=default.num_stages,
                 fp16_dots=case.fp16_dots,
-                stage_v=case.stage_v,
             )
         result = paged_decode_attention(
             **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config

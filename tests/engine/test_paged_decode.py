@@ -358,7 +358,6 @@ def test_kernels_compile_for_hopper(
             "SINGLE_SPLIT": single,
             "KV_FP8": kv_fp8,
             "FP16_DOTS": kv_fp8 and dtype != "fp32",
-            "STAGE_V": config.stage_v,
             "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
         },
         {"num_warps": config.num_warps, "num_stages": config.num_stages},
@@ -407,30 +406,6 @@ def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arc
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
-@pytest.mark.parametrize("tile", [64, 128])
-def test_staged_v_is_read_by_ldmatrix_not_byte_by_byte(tile: int) -> None:
-    """Ahead of time for sm_90: with stage_v, an FP8 cache's V tile reaches the P @ V dot
-    through ldmatrix.trans on fp16 (16 bytes a lane a load), with no one-byte shared-memory
-    load left in the kernel."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    from engine.attention import paged_decode_kernels as kernels
-
-    constexprs = {
-        "GROUP": 4, "GROUP_PAD": 16, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16,
-        "TILE_N": tile, "SINGLE_SPLIT": False, "KV_FP8": True, "FP16_DOTS": True,
-        "STAGE_V": True, "DOT_PRECISION": "tf32",
-    }  # fmt: skip
-    built = _build(
-        kernels._paged_decode_split_kernel, constexprs, {"num_warps": 4, "num_stages": 3},
-        dtype="bf16", kv_fp8=True, arch=90,
-    )  # fmt: skip
-    ptx = built.asm["ptx"]
-    assert "ld.shared.b8" not in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
@@ -455,7 +430,6 @@ def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
         "SINGLE_SPLIT": False,
         "KV_FP8": True,
         "FP16_DOTS": dtype != "fp32",
-        "STAGE_V": config.stage_v,
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
     }
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
