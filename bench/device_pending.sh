@@ -50,15 +50,13 @@ if [ "${ONLY:-23}" = 23 ]; then
 fi
 if [ "${ONLY:-}" = 23a ]; then
     # Issue 23 on whichever card comes: the GPU tests after the last fixes, the decode
-    # attention's register caps, the one-row GEMV's, then FP8 end to end, eager.
+    # attention's register caps, then FP8 end to end, eager.
     step 120 fp8-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_fp8_kv.py tests/engine/test_fp8_weights.py tests/engine/test_paged_decode.py \
         tests/engine/kv_tiers/test_engine_tiers.py -q -o addopts= \
         -k "(cuda or compiles or nan or fp8 or register) and not interpreted"
     step 120 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 4 \
         --stages 2 3 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
-    step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
-        --kinds default gemv --out "$out/fp8_matmul_sweep_$label.gemv.json"
     step 70 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi

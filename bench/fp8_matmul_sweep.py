@@ -53,11 +53,6 @@ def gemv_configs(rows: int) -> list[dict]:
         for bn, bk, w, s, sk in grid
         if bn * bk <= 16384
     ]
-    if rows == 1:  # registers capped: more programs an SM, more weight bytes in flight
-        configs += [
-            dict(kind="gemv", block_n=bn, block_k=bk, num_warps=4, num_stages=2, maxnreg=r)
-            for bn, bk, r in ((8, 1024, 96), (8, 512, 64), (8, 512, 80), (16, 256, 64))
-        ]
     return configs
 
 
@@ -211,7 +206,6 @@ def best_table(rows: list[dict]) -> list[str]:
                     f" [{r['block_n']}x{r.get('block_k', 128)} w{r['num_warps']} s{r.get('num_stages')}"
                     + (f" k{r['split_k']}" if "split_k" in r else "")
                     + (" unswapped" if r.get("swap") is False else "")
-                    + (f" r{r['maxnreg']}" if r.get("maxnreg") else "")
                     + "]"
                     if "block_n" in r
                     else ""

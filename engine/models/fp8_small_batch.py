@@ -179,13 +179,11 @@ def fp8_weight_gemv(
     split_k: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
-    maxnreg: int | None = None,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
     > 1 writes fp32 partials, then sums them in a fixed order and casts (one more kernel;
     atomics summing them would round in whatever order the programs finish, so a greedy
-    decode could change from run to run). maxnreg caps a thread's registers (more programs an
-    SM, so more loads in flight)."""
+    decode could change from run to run)."""
     rows, inputs = x.shape
     outputs = weight.shape[0]
     if weight.shape[1] != inputs:
@@ -211,7 +209,6 @@ def fp8_weight_gemv(
             SPLIT_K=split_k,
             num_warps=num_warps,
             num_stages=num_stages,
-            **({} if maxnreg is None else {"maxnreg": maxnreg}),
         )
     return out if split_k == 1 else sum_splits(out, x.dtype)
 
