@@ -66,7 +66,7 @@ if [ "${ONLY:-}" = 23b ]; then
     # in FP8, compiled.
     step 60 fp8-kv-tests python3 -m pytest tests/engine/test_fp8_kv.py tests/engine/test_paged_decode.py \
         -q -o addopts= -k "graphs_keeps_greedy or chunked or register"
-    step 60 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 128 --warps 4 \
+    step 80 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 2 4 \
         --stages 2 3 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
     step 170 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
         --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single latency long \
