@@ -118,11 +118,14 @@ def _fp8_weight_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    REDUCE_EACH_TILE: tl.constexpr,
 ):
     """The same product without tensor cores, for one to a few rows: each program widens a
     [BLOCK_N, BLOCK_K] weight tile to fp32 and multiplies it by every row in registers (no row
     padding to 16), over its 1/SPLIT_K of K. One row keeps a [BLOCK_N, BLOCK_K] partial sum and
-    reduces it once at the end."""
+    reduces it once at the end; with REDUCE_EACH_TILE it reduces each tile's products instead
+    (shuffles every tile, but a [BLOCK_N] sum where the other holds BLOCK_N * BLOCK_K: registers
+    for larger tiles, so more weight bytes in flight)."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     ks = tl.arange(0, BLOCK_K)
@@ -131,7 +134,21 @@ def _fp8_weight_gemv_kernel(
     k_end = tl.minimum(k_start + per_split, K)
     rows = tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    if BLOCK_M == 1:
+    if BLOCK_M == 1 and REDUCE_EACH_TILE:
+        narrow = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        w_rows = w_ptr + cols[:, None] * stride_wn
+        for k0 in range(k_start, k_end, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < k_end
+            x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            w = tl.load(
+                w_rows + k[None, :],
+                mask=col_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            )
+            narrow += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+        acc = narrow[None, :]
+    elif BLOCK_M == 1:
         wide = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         w_rows = w_ptr + cols[:, None] * stride_wn
         for k0 in range(k_start, k_end, BLOCK_K):
@@ -179,6 +196,7 @@ def fp8_weight_gemv(
     split_k: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
+    reduce_each_tile: bool = False,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
     > 1 writes fp32 partials, then sums them in a fixed order and casts (one more kernel;
@@ -207,6 +225,7 @@ def fp8_weight_gemv(
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             SPLIT_K=split_k,
+            REDUCE_EACH_TILE=reduce_each_tile,
             num_warps=num_warps,
             num_stages=num_stages,
         )

@@ -143,6 +143,7 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
         constexprs |= {
             "BLOCK_M": 1,
             "BLOCK_K": config["block_k"],
+            "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
         }
     elif kind == "dot":
         fn = kernels._fp8_weight_matmul_kernel
