@@ -61,13 +61,14 @@ if [ "${ONLY:-}" = 23a ]; then
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23 on an H200: the FP8 cache's GPU tests as mended, the decode attention's register
-    # caps on this card, the one-row GEMV reducing each tile (more bytes in flight), the 70B shape (70 GB of FP8 weights beside a 40 GiB cache), then the 8B
-    # in FP8, compiled.
-    step 60 fp8-kv-tests python3 -m pytest tests/engine/test_fp8_kv.py tests/engine/test_paged_decode.py \
-        -q -o addopts= -k "graphs_keeps_greedy or chunked or register"
+    # Issue 23 on an H200: the FP8 cache's GPU tests as mended and the bf16 decode's one-kernel
+    # K/V write, the decode attention's register caps on this card, the one-row GEMV reducing
+    # each tile (more bytes in flight), the 70B shape (70 GB of FP8 weights beside a 40 GiB
+    # cache), then the 8B in FP8, compiled.
+    step 90 kv-tests python3 -m pytest tests/engine/test_fp8_kv.py tests/engine/test_paged_decode.py \
+        -q -o addopts= -k "graphs_keeps_greedy or chunked or register or compiles_in or fused"
     step 40 gemv-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= -k "cuda"
-    step 80 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 2 4 \
+    step 70 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 2 4 \
         --stages 2 3 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
     step 50 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 40 \
         --kinds default gemv --out "$out/fp8_matmul_sweep_$label.gemv.json"

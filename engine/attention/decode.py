@@ -118,11 +118,15 @@ class PagedDecode(DecodeAttention):
     def prebuild(self, num_heads, kv_cache, dtype):
         """The decode kernels' variants over every layer's caches (a layer's pages are views
         into one tensor: their pointers' alignment, which Triton specializes on, can differ
-        from layer to layer)."""
+        from layer to layer), and the fused write into the scratch slot from K and V laid out as
+        the model gives them (K out of RoPE, V a view of the fused projection)."""
         from engine.attention.paged_decode import prebuild
 
         for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
             prebuild(num_heads, k_cache, v_cache, dtype)
+            k, v = _model_laid_kv(num_heads, k_cache, dtype)
+            slot = torch.tensor([kv_cache.scratch_slot], device=k_cache.device)
+            write_slots(k, v, k_cache, v_cache, slot)
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_slots(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -143,7 +147,14 @@ def write_slots(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Store rows' K/V [B, KV, D] in their cache slots (a scatter; graph-safe)."""
+    """Store rows' K/V [B, KV, D] in their cache slots (a scatter; graph-safe): on CUDA one
+    Triton kernel for both caches, elsewhere an index_copy_ each."""
+    if k.is_cuda and k_cache.is_contiguous() and v_cache.is_contiguous():
+        from engine.attention import paged_decode
+
+        if paged_decode.is_paged_decode_available(k.device):
+            paged_decode.write_slots_fused(k, v, k_cache, v_cache, slot_mapping)
+            return
     num_kv_heads, head_dim = k.shape[1], k.shape[2]
     k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k)
     v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
@@ -166,12 +177,8 @@ class Fp8PagedDecode(PagedDecode):
                 num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
                 v_scale=v_cache.scale,
             )  # fmt: skip
-            num_kv_heads, head_dim = k_cache.data.shape[2], k_cache.data.shape[3]
+            k, v = _model_laid_kv(num_heads, k_cache.data, dtype)
             device = k_cache.data.device
-            k = torch.zeros(1, num_kv_heads, head_dim, dtype=dtype, device=device)
-            width = (num_heads + 2 * num_kv_heads) * head_dim
-            qkv = torch.zeros(1, width, dtype=dtype, device=device)
-            v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(1, num_kv_heads, head_dim)
             slot = torch.tensor([kv_cache.scratch_slot], device=device)
             write_pages(k, v, k_cache, v_cache, slot)
             first_page = torch.zeros(1, dtype=torch.long, device=device)
@@ -190,6 +197,20 @@ class Fp8PagedDecode(PagedDecode):
             k_scale=k_cache.scale,
             v_scale=v_cache.scale,
         )
+
+
+def _model_laid_kv(
+    num_heads: int, cache: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A row of K and V [1, KV, D] laid out as the model hands them to decode attention (K out
+    of RoPE, contiguous; V a view of the fused q/k/v projection), so that a prebuild launch
+    specializes as a step's does."""
+    num_kv_heads, head_dim = cache.shape[2], cache.shape[3]
+    k = torch.zeros(1, num_kv_heads, head_dim, dtype=dtype, device=cache.device)
+    width = (num_heads + 2 * num_kv_heads) * head_dim
+    qkv = torch.zeros(1, width, dtype=dtype, device=cache.device)
+    v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(1, num_kv_heads, head_dim)
+    return k, v
 
 
 class CpuPagedDecode(PagedDecode):

@@ -236,6 +236,7 @@ def _compiled_variants() -> int:
     kernels = [
         paged_decode_kernels._paged_decode_split_kernel,
         paged_decode_kernels._merge_splits_kernel,
+        paged_decode_kernels._write_slots_kernel,
         fp8_kv_kernels._write_pages_kernel,
         fp8_kv_kernels._dequantize_pages_kernel,
     ]

@@ -75,6 +75,33 @@ def test_kernel_matches_reference_interpreted(name: str, interpreted_results: di
     _assert_case_passed(interpreted_results[name])
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+def test_fused_write_puts_each_row_in_its_slot_interpreted(interpreted_results: dict) -> None:
+    """The decode step's one-kernel K and V write matches index_copy_ (padded heads and head
+    dimension, V a strided view, shuffled slots), under the interpreter."""
+    assert interpreted_results["write_slots_fused"] == {"k_equal": True, "v_equal": True}
+
+
+@needs_cuda
+def test_fused_write_matches_index_copy_cuda() -> None:
+    """On CUDA, write_slots (the decode step's write: one Triton kernel) stores what
+    index_copy_ stores, K contiguous and V a view of the fused projection."""
+    from engine.attention.decode import write_slots
+
+    device = torch.device("cuda")
+    tokens, heads, kv, dim = 7, 32, 8, 128
+    k = torch.randn(tokens, kv, dim, device=device, dtype=torch.bfloat16)
+    qkv = torch.randn(tokens, (heads + 2 * kv) * dim, device=device, dtype=torch.bfloat16)
+    v = qkv[:, (heads + kv) * dim :].view(tokens, kv, dim)
+    slots = torch.randperm(64, device=device)[:tokens]
+    k_cache, v_cache = (torch.zeros(4, 16, kv, dim, device=device, dtype=k.dtype) for _ in "kv")
+    write_slots(k, v, k_cache, v_cache, slots)
+    k_ref, v_ref = torch.zeros_like(k_cache), torch.zeros_like(v_cache)
+    k_ref.view(-1, kv, dim).index_copy_(0, slots, k)
+    v_ref.view(-1, kv, dim).index_copy_(0, slots, v)
+    assert torch.equal(k_cache, k_ref) and torch.equal(v_cache, v_ref)
+
+
 @needs_cuda
 @pytest.mark.parametrize("name", list(CASES))
 def test_kernel_matches_reference_cuda(name: str) -> None:
@@ -203,7 +230,11 @@ def _compiled_variants() -> int:
     from engine.attention import paged_decode_kernels as kernels
 
     total = 0
-    for fn in (kernels._paged_decode_split_kernel, kernels._merge_splits_kernel):
+    for fn in (
+        kernels._paged_decode_split_kernel,
+        kernels._merge_splits_kernel,
+        kernels._write_slots_kernel,
+    ):
         for cache in fn.device_caches.values():
             total += len(cache[0])
     return total
