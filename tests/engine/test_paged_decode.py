@@ -82,6 +82,36 @@ def test_fused_write_puts_each_row_in_its_slot_interpreted(interpreted_results: 
     assert interpreted_results["write_slots_fused"] == {"k_equal": True, "v_equal": True}
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+def test_fused_write_builds_for_hopper_with_16_byte_stores() -> None:
+    """Ahead of time for sm_90, specialized as a decode step launches it (pointers and strides
+    divisible by 16): each lane moves 16 bytes a load and a store."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.attention import paged_decode_kernels as kernels
+
+    fn = kernels._write_slots_kernel
+    constexprs = {"NUM_KV_HEADS": 8, "KV_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128}
+    signature = {
+        name: "constexpr" if name in constexprs else "*i64" if name == "slot_ptr" else
+        "*bf16" if name.endswith("_ptr") else "i32"
+        for name in fn.arg_names
+    }  # fmt: skip
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n[0] in "kvs"}
+    built = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 1},
+    )
+    ptx = built.asm["ptx"]
+    assert re.search(r"ld\.global(\.\w+)*\.v4\.b32", ptx), "no 16-byte loads"
+    assert re.search(r"st\.global(\.\w+)*\.v4\.b32", ptx), "no 16-byte stores"
+
+
 @needs_cuda
 def test_fused_write_matches_index_copy_cuda() -> None:
     """On CUDA, write_slots (the decode step's write: one Triton kernel) stores what
