@@ -73,10 +73,15 @@ if [ "${ONLY:-}" = 23b ]; then
     step 50 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 40 \
         --kinds default gemv --out "$out/fp8_matmul_sweep_$label.gemv.json"
     if [ "$label" = h200 ]; then  # 70 GB of weights and 40 GiB of KV: an H200's
+        parts=(single long)
+        [ -n "${SHORT:-}" ] && parts=(single)
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
-            --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single long \
+            --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
             --label "$label.70b-fp8" --out-dir "$out"
     fi
-    step 150 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
-        --kv-gib 30 --parts single concurrent --compile --out-dir "$out" --label "$label.fp8.compile"
+    if [ -z "${SHORT:-}" ]; then  # SHORT=1: what fits the last minutes of a session's device time
+        step 150 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+            --kv-dtype fp8 --kv-gib 30 --parts single concurrent --compile --out-dir "$out" \
+            --label "$label.fp8.compile"
+    fi
 fi
