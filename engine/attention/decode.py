@@ -149,7 +149,7 @@ def write_slots(
 ) -> None:
     """Store rows' K/V [B, KV, D] in their cache slots (a scatter; graph-safe): on CUDA one
     Triton kernel for both caches, elsewhere an index_copy_ each."""
-    if k.is_cuda and k_cache.is_contiguous() and v_cache.is_contiguous():
+    if k.is_cuda:
         from engine.attention import paged_decode
 
         if paged_decode.is_paged_decode_available(k.device):

@@ -134,8 +134,11 @@ def _fp8_weight_gemv_kernel(
     k_end = tl.minimum(k_start + per_split, K)
     rows = tl.arange(0, BLOCK_M)
     row_ok = rows < M
-    if BLOCK_M == 1 and REDUCE_EACH_TILE:
-        narrow = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    if BLOCK_M == 1:
+        if REDUCE_EACH_TILE:
+            sums = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        else:
+            sums = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         w_rows = w_ptr + cols[:, None] * stride_wn
         for k0 in range(k_start, k_end, BLOCK_K):
             k = k0 + ks
@@ -146,22 +149,15 @@ def _fp8_weight_gemv_kernel(
                 mask=col_ok[:, None] & k_ok[None, :],
                 other=0.0,
             )
-            narrow += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
-        acc = narrow[None, :]
-    elif BLOCK_M == 1:
-        wide = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        w_rows = w_ptr + cols[:, None] * stride_wn
-        for k0 in range(k_start, k_end, BLOCK_K):
-            k = k0 + ks
-            k_ok = k < k_end
-            x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-            w = tl.load(
-                w_rows + k[None, :],
-                mask=col_ok[:, None] & k_ok[None, :],
-                other=0.0,
-            )
-            wide += w.to(tl.float32) * x[None, :]
-        acc = tl.sum(wide, axis=1)[None, :]
+            products = w.to(tl.float32) * x[None, :]
+            if REDUCE_EACH_TILE:
+                sums += tl.sum(products, axis=1)
+            else:
+                sums += products
+        if REDUCE_EACH_TILE:  # noqa: SIM108 (a compile-time branch)
+            acc = sums[None, :]
+        else:
+            acc = tl.sum(sums, axis=1)[None, :]
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_start, k_end, BLOCK_K):
