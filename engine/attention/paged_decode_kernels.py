@@ -188,6 +188,244 @@ def _paged_decode_split_kernel(
         tl.store(part_lse_ptr + part_rows, m_i + tl.log2(l_i), mask=row_ok)
 
 
+@triton.jit
+def _fp16_query(q, scale_log2):
+    """q [GROUP_PAD, BLOCK_D] for fp16 dots against an FP8 cache, and the scores' factor.
+
+    E4M3 widens to fp16 in one instruction for two values (to bf16 it takes a detour through
+    fp32). q goes to fp16 exactly where it fits; a q above 16384 is scaled down first by a power
+    of two (2**(13 - q_max's exponent), undone in the factor), so that nothing overflows fp16's
+    65504 and a bf16 q still goes to fp16 exactly (16384 / q_max rounded it: two keys that tie
+    took 0.63 and 0.37 of the weight)."""
+    q_wide = q.to(tl.float32)
+    q_max = tl.max(tl.max(tl.abs(q_wide), 1), 0)
+    q_exponent = (q_max.to(tl.int32, bitcast=True) >> 23) - 127
+    power_of_two = ((140 - q_exponent) << 23).to(tl.float32, bitcast=True)
+    q_gain = tl.where(q_max > 16384.0, power_of_two, 1.0)
+    return (q_wide * q_gain).to(tl.float16), scale_log2 / q_gain
+
+
+@triton.jit
+def _fp8_tile(
+    q,
+    k_ptr,
+    v_ptr,
+    k_scale_ptr,
+    v_scale_ptr,
+    token_blocks,  # [TILE_N] the block id of each token of the tile
+    page_blocks,  # [TILE_N // BLOCK_SIZE] the block id of each page of the tile
+    tile_begin,
+    end,
+    kv_head,
+    score_gain,
+    m_i,
+    l_i,
+    acc,
+    stride_kn,
+    stride_ks,
+    stride_kh,
+    stride_vn,
+    stride_vh,
+    stride_sn,
+    stride_ss,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE_N: tl.constexpr,
+    MASKED: tl.constexpr,
+    FP16_DOTS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """One tile of TILE_N tokens of an FP8 cache into the online softmax (m_i, l_i, acc).
+
+    K pages are token-major [num_blocks, BLOCK_SIZE, KV, D]; V pages dimension-major [num_blocks,
+    KV, D, BLOCK_SIZE], so the V tile loads as [BLOCK_D, TILE_N] with each page's tokens
+    contiguous: the P @ V dot's operand needs no byte-wise transpose in shared memory (with V
+    token-major, Triton 3.6's sm_90 build read it one byte a load: 128 ld.shared.u8 a thread a
+    tile, a third of the loop's instructions). MASKED: the tile may pass `end` (a split's last,
+    partial tile): every load is masked by token, and nothing past `end` is read, so a stale
+    NaN in a page's unused slots never meets a zero weight. Unmasked, V's loads are 16-byte
+    vectors along the page."""
+    PAGES: tl.constexpr = TILE_N // BLOCK_SIZE
+    offs_n = tl.arange(0, TILE_N)
+    dims = tl.arange(0, BLOCK_D)
+    pages = tl.arange(0, PAGES)
+    in_page = tl.arange(0, BLOCK_SIZE)
+    tokens = tile_begin + offs_n
+    slots = tokens % BLOCK_SIZE
+    # int64: block id * block stride passes 2**31 elements in a large cache.
+    wide = token_blocks.to(tl.int64)
+    k_rows = wide * stride_kn + slots * stride_ks + kv_head * stride_kh  # [TILE_N]
+    scale_rows = wide * stride_sn + slots * stride_ss + kv_head
+    v_pages = page_blocks.to(tl.int64) * stride_vn + kv_head * stride_vh  # [PAGES]
+    v_ptrs = (
+        v_ptr + v_pages[None, :, None] + dims[:, None, None] * BLOCK_SIZE + in_page[None, None, :]
+    )  # [BLOCK_D, PAGES, BLOCK_SIZE]
+    dim_ok = dims < HEAD_DIM
+    if MASKED:
+        valid = tokens < end
+        page_tokens = tile_begin + pages[:, None] * BLOCK_SIZE + in_page[None, :]
+        k_mask = valid[:, None] & dim_ok[None, :]
+        k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=k_mask, other=0.0)
+        v_mask = dim_ok[:, None, None] & (page_tokens < end)[None, :, :]
+        v = tl.load(v_ptrs, mask=v_mask, other=0.0)
+        k_scale = tl.load(k_scale_ptr + scale_rows, mask=valid, other=0.0)
+        v_scale = tl.load(v_scale_ptr + scale_rows, mask=valid, other=0.0)
+    else:
+        if BLOCK_D == HEAD_DIM:
+            k = tl.load(k_ptr + k_rows[:, None] + dims[None, :])
+            v = tl.load(v_ptrs)
+        else:
+            k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=dim_ok[:, None, None], other=0.0)
+        k_scale = tl.load(k_scale_ptr + scale_rows)
+        v_scale = tl.load(v_scale_ptr + scale_rows)
+    v = tl.reshape(v, (BLOCK_D, TILE_N))
+    if FP16_DOTS:
+        k = k.to(tl.float16)
+        v = v.to(tl.float16)  # exact: V's scales go into p, below
+    else:  # an fp32 model: V dequantized, its dots are fp32 anyway
+        k = k.to(q.dtype)
+        v = (v.to(tl.float32) * v_scale[None, :]).to(q.dtype)
+    # A token's K scale multiplies its column of the scores, in fp32.
+    scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * (k_scale * score_gain)[None, :]
+    if MASKED:
+        scores = tl.where(valid[None, :], scores, float("-inf"))
+    # Every tile holds at least one valid token, so m_new is finite from the first tile on.
+    m_new = tl.maximum(m_i, tl.max(scores, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(scores - m_new[:, None])  # [GROUP_PAD, TILE_N]
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if FP16_DOTS:
+        # Each weight times its token's V scale, in fp32, then divided by the row's largest
+        # (top): the fp16 operand is at most 1 with its largest term 1 (to a rounding), so what
+        # rounds to fp16 subnormals is below 2**-14 of the row's largest term (a V scale folded
+        # into p alone went subnormal for a small V: 10% off at |V| ~ 1e-4).
+        weighted = p * v_scale[None, :]
+        top = tl.max(weighted, 1)  # [GROUP_PAD]
+        # A top below fp32's smallest normal (a tile far below the running max) would make
+        # 1 / top infinite: its shares are 0 in fp16 anyway.
+        top = tl.where(top >= 1.1754944e-38, top, 1.0)
+        share = (weighted * (1.0 / top)[:, None]).to(tl.float16)
+        update = tl.dot(share, tl.trans(v)) * top[:, None]
+    else:
+        update = tl.dot(p.to(v.dtype), tl.trans(v), input_precision=DOT_PRECISION)
+    return m_new, l_i, acc * alpha[:, None] + update
+
+
+@triton.jit(do_not_specialize=["max_blocks", "stride_bt"])
+def _paged_decode_fp8_kernel(
+    q_ptr,  # [B, H, D]
+    k_ptr,  # [num_blocks, BLOCK_SIZE, KV, D] float8_e4m3fn
+    v_ptr,  # [num_blocks, KV, D, BLOCK_SIZE] float8_e4m3fn (dimension-major pages)
+    k_scale_ptr,  # [num_blocks, BLOCK_SIZE, KV] fp32
+    v_scale_ptr,
+    block_tables_ptr,  # [B, max_blocks] int32
+    context_lens_ptr,  # [B] int32
+    out_ptr,  # [B, H, D]: written when SINGLE_SPLIT
+    part_out_ptr,  # [B, H, S, D] fp32: written otherwise
+    part_lse_ptr,  # [B, H, S] fp32, log2 domain
+    scale_log2,
+    max_blocks,
+    stride_qb,
+    stride_qh,
+    stride_kn,
+    stride_ks,
+    stride_kh,
+    stride_vn,  # V's block and KV head strides (its dimension stride is BLOCK_SIZE, slots 1)
+    stride_vh,
+    stride_sn,
+    stride_ss,
+    stride_bt,
+    stride_ob,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE_N: tl.constexpr,
+    SINGLE_SPLIT: tl.constexpr,
+    FP16_DOTS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """_paged_decode_split_kernel over an FP8 cache with dimension-major V pages (_fp8_tile): a
+    split's whole tiles without a mask, then its last, partial tile masked."""
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    num_splits = tl.num_programs(2)
+    num_heads = tl.num_programs(1) * GROUP
+    PAGES: tl.constexpr = TILE_N // BLOCK_SIZE
+
+    ctx = tl.minimum(tl.load(context_lens_ptr + seq), max_blocks * BLOCK_SIZE)
+    tiles_per_split = tl.cdiv(tl.cdiv(ctx, TILE_N), num_splits)
+    begin = split * tiles_per_split * TILE_N
+    end = tl.minimum(begin + tiles_per_split * TILE_N, ctx)
+    full_end = begin + (tl.maximum(end - begin, 0) // TILE_N) * TILE_N
+
+    rows = tl.arange(0, GROUP_PAD)
+    dims = tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, TILE_N)
+    pages = tl.arange(0, PAGES)
+    heads = kv_head * GROUP + rows
+    row_ok = rows < GROUP
+    dim_ok = dims < HEAD_DIM
+    q = tl.load(
+        q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :],
+        mask=row_ok[:, None] & dim_ok[None, :],
+        other=0.0,
+    )  # [GROUP_PAD, BLOCK_D]
+    score_gain = scale_log2
+    if FP16_DOTS:
+        q, score_gain = _fp16_query(q, scale_log2)
+
+    m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
+    acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
+    table_row = block_tables_ptr + seq * stride_bt
+    # The tile's block ids, by token and by page, fetched one tile ahead (loop-carried), so no
+    # K/V address waits on a load of its own iteration and the pipeliner keeps tiles in flight.
+    first = begin + offs_n
+    token_blocks = tl.load(table_row + first // BLOCK_SIZE, mask=first < end, other=0)
+    page_starts = begin + pages * BLOCK_SIZE
+    page_blocks = tl.load(table_row + page_starts // BLOCK_SIZE, mask=page_starts < end, other=0)
+    for tile_begin in range(begin, full_end, TILE_N):
+        upcoming = tile_begin + TILE_N
+        m_i, l_i, acc = _fp8_tile(
+            q, k_ptr, v_ptr, k_scale_ptr, v_scale_ptr, token_blocks, page_blocks, tile_begin, end,
+            kv_head, score_gain, m_i, l_i, acc,
+            stride_kn, stride_ks, stride_kh, stride_vn, stride_vh, stride_sn, stride_ss,
+            HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, False, FP16_DOTS, DOT_PRECISION,
+        )  # fmt: skip
+        upcoming_tokens = upcoming + offs_n
+        token_blocks = tl.load(
+            table_row + upcoming_tokens // BLOCK_SIZE, mask=upcoming_tokens < end, other=0
+        )
+        page_starts = upcoming + pages * BLOCK_SIZE
+        page_blocks = tl.load(
+            table_row + page_starts // BLOCK_SIZE, mask=page_starts < end, other=0
+        )
+    if full_end < end:  # the split's last tile ends past the context
+        m_i, l_i, acc = _fp8_tile(
+            q, k_ptr, v_ptr, k_scale_ptr, v_scale_ptr, token_blocks, page_blocks, full_end, end,
+            kv_head, score_gain, m_i, l_i, acc,
+            stride_kn, stride_ks, stride_kh, stride_vn, stride_vh, stride_sn, stride_ss,
+            HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, True, FP16_DOTS, DOT_PRECISION,
+        )  # fmt: skip
+
+    # An empty split (or a padding row, context 0) has l_i = 0: output 0, lse -inf.
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    out_mask = row_ok[:, None] & dim_ok[None, :]
+    if SINGLE_SPLIT:
+        out_ptrs = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :]
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=out_mask)
+    else:
+        part_rows = (seq * num_heads + heads) * num_splits + split
+        tl.store(part_out_ptr + part_rows[:, None] * HEAD_DIM + dims[None, :], out, mask=out_mask)
+        tl.store(part_lse_ptr + part_rows, m_i + tl.log2(l_i), mask=row_ok)
+
+
 @triton.jit(do_not_specialize=["num_splits"])
 def _merge_splits_kernel(
     part_out_ptr,  # [B, H, S, D] fp32
