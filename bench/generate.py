@@ -92,12 +92,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="those kernels from 2 rows with FP8 activations (EngineConfig.fp8_w8a8_decode)",
     )
-    parser.add_argument(
-        "--fp8-v-dim-major",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="an FP8 cache's V pages dimension-major (EngineConfig.fp8_v_dim_major; default: its)",
-    )
     parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -454,7 +448,6 @@ def main(argv: list[str] | None = None) -> int:
             kv_dtype=args.kv_dtype,
             fp8_small_batch_kernel=args.fp8_small_batch_kernel,
             fp8_w8a8_decode=args.fp8_w8a8_decode,
-            **({} if args.fp8_v_dim_major is None else {"fp8_v_dim_major": args.fp8_v_dim_major}),
         )
         if args.weights == "fp8" and "hf" not in parts:
             # FP8 weights built directly (the 70B does not fit in bf16); no transformers model.
@@ -500,7 +493,6 @@ def main(argv: list[str] | None = None) -> int:
         "kv_dtype": args.kv_dtype,
         "fp8_small_batch_kernel": args.fp8_small_batch_kernel,
         "fp8_w8a8_decode": args.fp8_w8a8_decode,
-        "fp8_v_dim_major": engine._main.runner.kv_cache.v_dim_major,
     }
     print("engine:", json.dumps(results["engine"]), flush=True)
     runners = {

@@ -4,10 +4,7 @@ bf16, at the 8B's attention shape (32 query heads, 8 KV heads, D=128, pages of 1
 handed out in shuffled order).
 
 Usage: python3 bench/paged_decode_fp8.py --out FILE.json [--tiles 64 128] [--warps 4] [--stages 2 3]
-       [--maxnreg 168 128] [--layouts token dim]
---layouts: the FP8 cache's V pages token-major (as K's) and/or dimension-major ([num_blocks, KV,
-D, block_size]: the kernel's P @ V reads them without a byte-wise transpose), each configuration
-timed on each, the same values in both.
+       [--maxnreg 168 128]
 Times: per call, from a CUDA graph of 16 calls (each on another block table over its own
 blocks, >= 256 MiB of cache in all, past L2) replayed 10 times after 3. GB/s counts the K and V
 bytes attended to (FP8: the scales too). Each configuration is first checked against the
@@ -68,15 +65,13 @@ def make(batch: int, context: int, fp8: bool, device: torch.device) -> dict:
     }
 
 
-def time_us(data: dict, config: KernelConfig | None, layout: dict) -> float:
+def time_us(data: dict, config: KernelConfig | None) -> float:
     out = torch.empty_like(data["q"])
-    v_cache = data["v_dim_major"] if layout else data["v_cache"]
 
     def call(table: torch.Tensor) -> None:
         paged_decode_attention(
-            data["q"], data["k_cache"], v_cache, table, data["context_lens"],
+            data["q"], data["k_cache"], data["v_cache"], table, data["context_lens"],
             out=out, config=config, max_context_len=table.shape[1] * BLOCK, **data["scales"],
-            **layout,
         )  # fmt: skip
 
     tables = itertools.islice(itertools.cycle(data["tables"]), CALLS)
@@ -90,7 +85,6 @@ def main() -> int:
     parser.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--stages", type=int, nargs="+", default=[3, 4])
     parser.add_argument("--maxnreg", type=int, nargs="*", default=[])
-    parser.add_argument("--layouts", nargs="+", choices=["token", "dim"], default=["token", "dim"])
     args = parser.parse_args()
     device = torch.device("cuda")
     # The default, the same tiles with K and V dequantized to bf16 (fp16_dots off: the kernel
@@ -107,36 +101,26 @@ def main() -> int:
     for batch, context in CASES:
         for fp8 in (False, True):
             data = make(batch, context, fp8, device)
-            if fp8:  # the same V, dimension-major
-                data["v_dim_major"] = data["v_cache"].permute(0, 2, 3, 1).contiguous()
             table = data["tables"][0]
             reference = paged_decode_reference(
                 data["q"], data["k_cache"], data["v_cache"], table, data["context_lens"],
                 **data["scales"],
             ).float()  # fmt: skip
-            runs = [(c, lay) for c in configs for lay in args.layouts] if fp8 else [(None, "token")]
-            for config, layout_name in runs:
-                layout = {"v_dim_major": True} if layout_name == "dim" else {}
-                v_cache = data["v_dim_major"] if layout else data["v_cache"]
-                try:
-                    got = paged_decode_attention(
-                        data["q"], data["k_cache"], v_cache, table, data["context_lens"],
-                        config=config, **data["scales"], **layout,
-                    ).float()  # fmt: skip
-                except Exception as exc:  # a configuration past the card's shared memory
-                    print(json.dumps({"config": str(config), "error": repr(exc)[:200]}))
-                    continue
+            for config in configs if fp8 else [None]:
+                got = paged_decode_attention(
+                    data["q"], data["k_cache"], data["v_cache"], table, data["context_lens"],
+                    config=config, **data["scales"],
+                ).float()  # fmt: skip
                 error = ((got - reference).norm() / reference.norm()).item()
                 row = {
                     "batch": batch,
                     "context": context,
                     "cache": "fp8" if fp8 else "bf16",
-                    "v_layout": layout_name,
                     "config": "default" if config is None else vars(config),
                     "rel_l2": error,
                 }
                 try:
-                    row["us"] = time_us(data, config, layout) if error < 2e-2 else None
+                    row["us"] = time_us(data, config) if error < 2e-2 else None
                 except Exception as exc:  # a configuration past the card's shared memory
                     row["us"], row["error"] = None, repr(exc)[:200]
                 if row["us"]:

@@ -94,12 +94,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--weights", choices=["bf16", "fp8"], default="bf16")
     parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
     parser.add_argument(
-        "--fp8-v-dim-major",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="an FP8 cache's V pages dimension-major (EngineConfig.fp8_v_dim_major; default: its)",
-    )
-    parser.add_argument(
         "--memory-cap-gib", type=float, help="CUDA: what torch may allocate in this process"
     )
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
@@ -142,7 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     meta.update(
         weights=args.weights,
         kv_dtype=args.kv_dtype,
-        fp8_v_dim_major=args.fp8_v_dim_major,
         memory_cap_gib=args.memory_cap_gib,
         model=source.name,
         dtype=args.dtype,
@@ -338,8 +331,6 @@ def _build_engine(args, source, hf: list, shape, device, dtype, num_tokens, back
         kv_dtype=args.kv_dtype,
     )
     kwargs["weights"] = "auto" if args.weights == "bf16" else args.weights
-    if args.fp8_v_dim_major is not None:
-        kwargs["fp8_v_dim_major"] = args.fp8_v_dim_major
     if args.weights == "fp8":
         folder = args.work_dir / f"{source.name}-fp8"
         return er.fp8_engine(args.model, folder, kwargs), "random FP8, built on the device"

@@ -58,11 +58,6 @@ class EngineConfig:
     # prefill's torch._scaled_mm does per row; False keeps decode's activations bf16 and widens
     # the weights in the kernel instead (exact activations, slower from a few rows on).
     fp8_w8a8_decode: bool = True
-    # An FP8 KV cache's V pages dimension-major ([num_blocks, KV, D, block_size], engine/
-    # attention/fp8_kv.py): the paged decode kernel's P @ V then reads no E4M3 byte-wise (its
-    # sm_90 loop: 1,008 instructions a tile of 128 tokens against 1,522). Off until timed on a
-    # GPU (bench/paged_decode_fp8.py and bench/generate.py --fp8-v-dim-major time both).
-    fp8_v_dim_major: bool = False
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
     kv_cache_memory_fraction: float = 0.9

@@ -19,8 +19,7 @@ class KVCache:
 
     With fp8, the tensor holds E4M3 values and `scales` [2, layers, num_blocks + 1, block_size,
     kv_heads] one fp32 scale per token and head; per-layer K/V are then QuantizedPages
-    (engine/attention/fp8_kv.py), V's dimension-major with v_dim_major (each block's bytes
-    [kv_heads, head_dim, block_size]; a block moves as the same bytes either way)."""
+    (engine/attention/fp8_kv.py)."""
 
     def __init__(
         self,
@@ -31,7 +30,6 @@ class KVCache:
         dtype: torch.dtype,
         device: torch.device,
         fp8: bool = False,
-        v_dim_major: bool = False,
     ) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -47,9 +45,7 @@ class KVCache:
             self.v = list(self.tensor[1].unbind(0))
         else:
             self.k = [QuantizedPages(*p) for p in zip(self.tensor[0], self.scales[0], strict=True)]
-            v_pages = QuantizedPages.dim_major_view if v_dim_major else QuantizedPages
-            self.v = [v_pages(*p) for p in zip(self.tensor[1], self.scales[1], strict=True)]
-        self.v_dim_major = bool(self.scales is not None and v_dim_major)
+            self.v = [QuantizedPages(*p) for p in zip(self.tensor[1], self.scales[1], strict=True)]
 
     @property
     def num_bytes(self) -> int:

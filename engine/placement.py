@@ -13,12 +13,7 @@ from pathlib import Path
 import torch
 
 from engine.attention import select_backend
-from engine.attention.fp8_kv import (
-    SCALE_BYTES,
-    Fp8KVBackend,
-    scratch_bytes,
-    supports_v_dim_major,
-)
+from engine.attention.fp8_kv import SCALE_BYTES, Fp8KVBackend, scratch_bytes
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
 from engine.config import DTYPE_NUM_BYTES, EngineConfig
@@ -126,7 +121,6 @@ def build_placement(
         dtype=dtype,
         device=device,
         fp8=kv_fp8,
-        v_dim_major=kv_fp8 and config.fp8_v_dim_major and supports_v_dim_major(config.block_size),
     )
     if device.type == "cpu":
         model.use_matmul(cpu_linear_fn(dtype), mlp_max_rows=CPU_MLP_MAX_ROWS)

@@ -175,7 +175,7 @@ class Fp8PagedDecode(PagedDecode):
         for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
             prebuild(
                 num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
-                v_scale=v_cache.scale, v_dim_major=v_cache.dim_major,
+                v_scale=v_cache.scale,
             )  # fmt: skip
             k, v = _model_laid_kv(num_heads, k_cache.data, dtype)
             device = k_cache.data.device
@@ -196,7 +196,6 @@ class Fp8PagedDecode(PagedDecode):
             max_context_len=batch.max_context_len,
             k_scale=k_cache.scale,
             v_scale=v_cache.scale,
-            v_dim_major=v_cache.dim_major,
         )
 
 

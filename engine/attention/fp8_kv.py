@@ -27,40 +27,11 @@ SCALE_DTYPE = torch.float32
 SCALE_BYTES = 4
 
 
-# Dimension-major V pages are read a whole page at a time inside the decode kernel's FP8 tiles
-# (128 tokens at D <= 128, 64 at D = 256): pages of a power of two up to this many tokens.
-MAX_DIM_MAJOR_BLOCK = 64
-
-
-def supports_v_dim_major(block_size: int) -> bool:
-    """Whether an FP8 cache of pages of block_size tokens may lay V out dimension-major."""
-    return 0 < block_size <= MAX_DIM_MAJOR_BLOCK and block_size & (block_size - 1) == 0
-
-
 class QuantizedPages(NamedTuple):
-    """One layer's K (or V) pages: value = data * scale[..., None] (token-major).
+    """One layer's K (or V) pages: value = data * scale[..., None]."""
 
-    dim_major: data is [num_blocks, KV, D, block_size] instead, the same bytes a block as the
-    token-major layout holds, each (block, KV head) a [D, block_size] tile: what the paged
-    decode kernel's P @ V dot reads without transposing E4M3 bytes (paged_decode_kernels.py).
-    The scales stay [num_blocks, block_size, KV]."""
-
-    data: torch.Tensor  # [num_blocks, block_size, KV, D] float8_e4m3fn (dim_major: above)
+    data: torch.Tensor  # [num_blocks, block_size, KV, D] float8_e4m3fn
     scale: torch.Tensor  # [num_blocks, block_size, KV] fp32
-    dim_major: bool = False
-
-    @classmethod
-    def dim_major_view(cls, data: torch.Tensor, scale: torch.Tensor) -> QuantizedPages:
-        """Dimension-major pages over the contiguous token-major tensor data [num_blocks,
-        block_size, KV, D] (the cache's allocation): a view, the block's bytes reinterpreted."""
-        num_blocks, block_size, num_kv_heads, head_dim = data.shape
-        view = data.view(num_blocks, num_kv_heads, head_dim, block_size)
-        return cls(view, scale, dim_major=True)
-
-    @property
-    def token_major(self) -> torch.Tensor:
-        """data as [num_blocks, block_size, KV, D] (a permuted view when dim_major)."""
-        return self.data.permute(0, 3, 1, 2) if self.dim_major else self.data
 
 
 def quantize_heads(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,25 +50,17 @@ def write_pages(
 ) -> None:
     """Quantize rows' K/V [T, KV, D] into their slots [T] (a scatter: graph-safe). On CUDA one
     Triton kernel does it all (fp8_kv_kernels.py), elsewhere torch."""
-    if k_pages.dim_major:
-        raise ValueError("K pages are token-major; only V's may be dimension-major.")
     if k.is_cuda and _fused_kernels() is not None:
         _fused_kernels().write_pages_fused(
-            k, v, k_pages.data, v_pages.data, k_pages.scale, v_pages.scale, slot_mapping,
-            v_dim_major=v_pages.dim_major,
-        )  # fmt: skip
+            k, v, k_pages.data, v_pages.data, k_pages.scale, v_pages.scale, slot_mapping
+        )
         return
     for x, pages in ((k, k_pages), (v, v_pages)):
         data, scale = quantize_heads(x)
         num_kv_heads, head_dim = data.shape[1], data.shape[2]
         # index_copy_ has no float8 kernels: move the bytes.
-        if pages.dim_major:
-            block_size = pages.data.shape[3]
-            blocks, offsets = slot_mapping // block_size, slot_mapping % block_size
-            pages.data.view(torch.uint8)[blocks, :, :, offsets] = data.view(torch.uint8)
-        else:
-            slots = pages.data.view(torch.uint8).view(-1, num_kv_heads, head_dim)
-            slots.index_copy_(0, slot_mapping, data.view(torch.uint8))
+        slots = pages.data.view(torch.uint8).view(-1, num_kv_heads, head_dim)
+        slots.index_copy_(0, slot_mapping, data.view(torch.uint8))
         pages.scale.view(-1, num_kv_heads).index_copy_(0, slot_mapping, scale)
 
 
@@ -111,10 +74,8 @@ def dequantize_pages(
     """The blocks of block_table [N] -> [N, block_size, KV, D] in dtype (on CUDA one Triton
     kernel, fp8_kv_kernels.py; elsewhere torch, the same numbers)."""
     if pages.data.is_cuda and _fused_kernels() is not None:
-        return _fused_kernels().dequantize_pages_fused(
-            pages.data, pages.scale, block_table, dtype, dim_major=pages.dim_major
-        )
-    data = pages.token_major.index_select(0, block_table)  # [N, block_size, KV, D]
+        return _fused_kernels().dequantize_pages_fused(pages.data, pages.scale, block_table, dtype)
+    data = pages.data.index_select(0, block_table)  # [N, block_size, KV, D]
     scale = pages.scale.index_select(0, block_table)  # [N, block_size, KV]
     return (data.float() * scale[..., None]).to(dtype)
 

@@ -25,7 +25,7 @@ from engine.models.fp8 import FP8_MAX, MIN_SCALE
 
 
 @triton.jit
-def _quantize_row(x_ptr, data_ptr, scale_ptr, dims, dim_ok, fp8_max, min_scale, dim_stride=1):
+def _quantize_row(x_ptr, data_ptr, scale_ptr, dims, dim_ok, fp8_max, min_scale):
     x = tl.load(x_ptr + dims, mask=dim_ok, other=0.0).to(tl.float32)
     # IEEE divisions (div_rn), as torch's: Triton's `/` is div.full.f32 on a GPU (2 ulp).
     scale = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), fp8_max), min_scale)
@@ -35,7 +35,7 @@ def _quantize_row(x_ptr, data_ptr, scale_ptr, dims, dim_ok, fp8_max, min_scale, 
     scale = tl.where(tl.sum((x != x).to(tl.int32), axis=0) > 0, float("nan"), scale)
     quotient = tl.math.div_rn(x, scale)
     quantized = tl.where(quotient != quotient, quotient, tl.clamp(quotient, -fp8_max, fp8_max))
-    tl.store(data_ptr + dims * dim_stride, quantized.to(data_ptr.dtype.element_ty), mask=dim_ok)
+    tl.store(data_ptr + dims, quantized.to(data_ptr.dtype.element_ty), mask=dim_ok)
     tl.store(scale_ptr, scale)
 
 
@@ -57,8 +57,6 @@ def _write_pages_kernel(
     min_scale,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr,
-    V_DIM_MAJOR: tl.constexpr,
 ):
     token = tl.program_id(0)
     head = tl.program_id(1)
@@ -75,22 +73,14 @@ def _write_pages_kernel(
         fp8_max,
         min_scale,
     )
-    if V_DIM_MAJOR:  # V pages [num_blocks, KV, D, BLOCK_SIZE]: the row down a column
-        block = slot // BLOCK_SIZE
-        v_row = ((block * num_kv_heads + head) * HEAD_DIM) * BLOCK_SIZE + slot % BLOCK_SIZE
-        v_stride = BLOCK_SIZE
-    else:
-        v_row = row * HEAD_DIM
-        v_stride = 1
     _quantize_row(
         v_ptr + token * stride_vt + head * stride_vh,
-        v_data_ptr + v_row,
+        v_data_ptr + row * HEAD_DIM,
         v_scale_ptr + row,
         dims,
         dim_ok,
         fp8_max,
         min_scale,
-        v_stride,
     )
 
 
@@ -102,12 +92,9 @@ def write_pages_fused(
     k_scale: torch.Tensor,
     v_scale: torch.Tensor,
     slot_mapping: torch.Tensor,
-    *,
-    v_dim_major: bool = False,
 ) -> None:
     """k, v [T, KV, D] (last dimension contiguous) into the contiguous pages k_data, v_data
-    [num_blocks, block_size, KV, D] (E4M3; v_data [num_blocks, KV, D, block_size] when
-    v_dim_major) and scales [num_blocks, block_size, KV] (fp32) at slot_mapping [T]."""
+    [..., KV, D] (E4M3) and scales [..., KV] (fp32) at slot_mapping [T]."""
     num_tokens, num_kv_heads, head_dim = k.shape
     if num_tokens == 0:
         return
@@ -120,8 +107,6 @@ def write_pages_fused(
             num_kv_heads, FP8_MAX, MIN_SCALE,
             HEAD_DIM=head_dim,
             BLOCK_D=triton.next_power_of_2(head_dim),
-            BLOCK_SIZE=k_data.shape[1],
-            V_DIM_MAJOR=v_dim_major,
             num_warps=1 if head_dim <= 128 else 2,
         )  # fmt: skip
 
@@ -138,7 +123,6 @@ def _dequantize_pages_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
 ):
-    """Token-major pages: a program a token of the scratch, every KV head."""
     token = tl.program_id(0)  # a slot of the scratch: page token // BLOCK_SIZE
     block = tl.load(table_ptr + token // BLOCK_SIZE).to(tl.int64)
     slot = block * BLOCK_SIZE + token % BLOCK_SIZE
@@ -154,68 +138,18 @@ def _dequantize_pages_kernel(
     tl.store(out, wide.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _dequantize_dim_major_kernel(
-    data_ptr,  # [num_blocks, KV, D, BLOCK_SIZE] float8_e4m3fn
-    scale_ptr,  # [num_blocks, BLOCK_SIZE, KV] fp32
-    table_ptr,  # [N] block ids
-    out_ptr,  # [N, BLOCK_SIZE, KV, D] in the model's dtype
-    NUM_KV_HEADS: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr,
-):
-    """Dimension-major pages: a program a (page, KV head), its [D, BLOCK_SIZE] tile read in
-    one piece and written token-major."""
-    page = tl.program_id(0)
-    head = tl.program_id(1)
-    block = tl.load(table_ptr + page).to(tl.int64)
-    dims = tl.arange(0, BLOCK_D)
-    in_page = tl.arange(0, BLOCK_SIZE)
-    dim_ok = (dims < HEAD_DIM)[:, None]
-    tile = (block * NUM_KV_HEADS + head) * (HEAD_DIM * BLOCK_SIZE)
-    values = tl.load(
-        data_ptr + tile + dims[:, None] * BLOCK_SIZE + in_page[None, :], mask=dim_ok, other=0.0
-    )  # [BLOCK_D, BLOCK_SIZE]
-    scales = tl.load(scale_ptr + (block * BLOCK_SIZE + in_page) * NUM_KV_HEADS + head)
-    wide = tl.trans(values.to(tl.float32) * scales[None, :])  # [BLOCK_SIZE, BLOCK_D]
-    rows = (page.to(tl.int64) * BLOCK_SIZE + in_page) * NUM_KV_HEADS + head
-    out = out_ptr + rows[:, None] * HEAD_DIM + dims[None, :]
-    tl.store(out, wide.to(out_ptr.dtype.element_ty), mask=tl.trans(dim_ok))
-
-
 def dequantize_pages_fused(
-    data: torch.Tensor,
-    scale: torch.Tensor,
-    block_table: torch.Tensor,
-    dtype: torch.dtype,
-    *,
-    dim_major: bool = False,
+    data: torch.Tensor, scale: torch.Tensor, block_table: torch.Tensor, dtype: torch.dtype
 ) -> torch.Tensor:
     """The blocks of block_table [N] of the contiguous pages data [num_blocks, block_size, KV,
-    D] (E4M3; [num_blocks, KV, D, block_size] when dim_major) with scales [num_blocks,
-    block_size, KV] -> [N, block_size, KV, D] in dtype."""
+    D] (E4M3) with scales [num_blocks, block_size, KV] -> [N, block_size, KV, D] in dtype."""
     if not (data.is_contiguous() and scale.is_contiguous()):
         raise ValueError("dequantize_pages_fused reads contiguous pages and scales.")
-    if dim_major:
-        _, num_kv_heads, head_dim, block_size = data.shape
-    else:
-        _, block_size, num_kv_heads, head_dim = data.shape
+    _, block_size, num_kv_heads, head_dim = data.shape
     out = torch.empty(
         (block_table.shape[0], block_size, num_kv_heads, head_dim), dtype=dtype, device=data.device
     )
     if block_table.shape[0] == 0:
-        return out
-    if dim_major:
-        with on_device(data.device):
-            _dequantize_dim_major_kernel[(block_table.shape[0], num_kv_heads)](
-                data, scale, block_table, out,
-                NUM_KV_HEADS=num_kv_heads,
-                HEAD_DIM=head_dim,
-                BLOCK_D=triton.next_power_of_2(head_dim),
-                BLOCK_SIZE=block_size,
-                num_warps=4 if head_dim * block_size >= 2048 else 1,
-            )  # fmt: skip
         return out
     with on_device(data.device):
         _dequantize_pages_kernel[(block_table.shape[0] * block_size,)](

@@ -119,7 +119,6 @@ def prebuild(
     *,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    v_dim_major: bool = False,
 ) -> None:
     """Compile now every variant of the kernels that decode steps over these caches launch:
     Triton compiles a variant at its first launch, seconds, inside whichever step first needs
@@ -132,7 +131,7 @@ def prebuild(
     for num_splits in prebuild_split_counts():
         paged_decode_attention(
             q, k_cache, v_cache, table, lens, num_splits=num_splits, k_scale=k_scale,
-            v_scale=v_scale, v_dim_major=v_dim_major,
+            v_scale=v_scale,
         )  # fmt: skip
 
 
@@ -184,7 +183,6 @@ def paged_decode_attention(
     config: KernelConfig | None = None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    v_dim_major: bool = False,
 ) -> torch.Tensor:
     """Attention of one query per sequence over its paged keys -> [B, H, D] (into `out` if given).
 
@@ -196,8 +194,6 @@ def paged_decode_attention(
     num_splits and config override the split plan and the launch parameters (tuning, tests).
     k_scale, v_scale: [num_blocks, block_size, KV] fp32 for an FP8 cache (engine/attention/
     fp8_kv.py): a key is k_cache * k_scale[..., None], dequantized tile by tile in the kernel.
-    v_dim_major: an FP8 cache's V pages are [num_blocks, KV, D, block_size] (fp8_kv.py), read
-    by the FP8 kernel (_paged_decode_fp8_kernel).
     """
     kernels = _kernels()
     if kernels is None:
@@ -209,9 +205,7 @@ def paged_decode_attention(
             "The paged decode kernel runs on a CUDA device (or under Triton's interpreter); "
             "use paged_decode_reference on the CPU."
         )
-    _check_inputs(
-        q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale, v_dim_major
-    )
+    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     batch_size, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_heads // num_kv_heads
@@ -234,11 +228,6 @@ def paged_decode_attention(
     if not 1 <= num_splits <= MAX_SPLITS:
         raise EngineError(f"num_splits must be between 1 and {MAX_SPLITS}, not {num_splits}.")
     config = config or default_kernel_config(head_dim, q.dtype, k_cache.dtype)
-    if v_dim_major and config.tile_tokens % block_size:
-        raise EngineError(
-            f"Dimension-major V pages of {block_size} tokens need tiles of whole pages; "
-            f"tile_tokens is {config.tile_tokens}."
-        )
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     block_d = _next_power_of_2(max(head_dim, MIN_DOT_DIM))
     single = num_splits == 1
@@ -251,52 +240,33 @@ def paged_decode_attention(
         part_lse = torch.empty(
             batch_size, num_heads, num_splits, dtype=torch.float32, device=q.device
         )
-    launch = {
-        "num_warps": config.num_warps,
-        "num_stages": config.num_stages,
-        **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
-    }
-    shape = {
-        "GROUP": group,
-        "GROUP_PAD": _next_power_of_2(max(group, MIN_DOT_DIM)),
-        "HEAD_DIM": head_dim,
-        "BLOCK_D": block_d,
-        "BLOCK_SIZE": block_size,
-        "TILE_N": config.tile_tokens,
-        "SINGLE_SPLIT": single,
-        "DOT_PRECISION": "ieee" if q.dtype == torch.float32 else "tf32",
-    }
-    fp16_dots = is_fp8 and config.fp16_dots and q.dtype.itemsize == 2
     with on_device(q.device):
-        if v_dim_major:
-            kernels._paged_decode_fp8_kernel[(batch_size, num_kv_heads, num_splits)](
-                q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out,
-                part_lse,
-                scale * LOG2_E,
-                block_tables.shape[1],
-                q.stride(0), q.stride(1),
-                k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-                v_cache.stride(0), v_cache.stride(1),
-                block_size * num_kv_heads, num_kv_heads,
-                block_tables.stride(0),
-                out.stride(0), out.stride(1),
-                FP16_DOTS=fp16_dots, **shape, **launch,
-            )  # fmt: skip
-        else:
-            kernels._paged_decode_split_kernel[(batch_size, num_kv_heads, num_splits)](
-                q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out,
-                part_lse,
-                scale * LOG2_E,
-                block_tables.shape[1],
-                q.stride(0), q.stride(1),
-                k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-                v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-                # scales [num_blocks, block_size, KV], contiguous (checked): strides from the pages'
-                block_size * num_kv_heads, num_kv_heads,
-                block_tables.stride(0),
-                out.stride(0), out.stride(1),
-                KV_FP8=is_fp8, FP16_DOTS=fp16_dots, **shape, **launch,
-            )  # fmt: skip
+        kernels._paged_decode_split_kernel[(batch_size, num_kv_heads, num_splits)](
+            q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out,
+            part_lse,
+            scale * LOG2_E,
+            block_tables.shape[1],
+            q.stride(0), q.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            # scales [num_blocks, block_size, KV], contiguous (checked): strides from the pages'
+            block_size * num_kv_heads, num_kv_heads,
+            block_tables.stride(0),
+            out.stride(0), out.stride(1),
+            GROUP=group,
+            GROUP_PAD=_next_power_of_2(max(group, MIN_DOT_DIM)),
+            HEAD_DIM=head_dim,
+            BLOCK_D=block_d,
+            BLOCK_SIZE=block_size,
+            TILE_N=config.tile_tokens,
+            SINGLE_SPLIT=single,
+            KV_FP8=is_fp8,
+            FP16_DOTS=is_fp8 and config.fp16_dots and q.dtype.itemsize == 2,
+            DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+            **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
+        )  # fmt: skip
         if not single:
             kernels._merge_splits_kernel[(batch_size, num_heads)](
                 part_out, part_lse, out, num_splits, out.stride(0), out.stride(1),
@@ -321,17 +291,12 @@ def paged_decode_reference(
     out: torch.Tensor | None = None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    v_dim_major: bool = False,
 ) -> torch.Tensor:
     """paged_decode_attention in plain torch: every page of the block table gathered, keys past
     a sequence's context masked, softmax in fp32. max_context_len is accepted for the same
     signature (it only sizes the kernel's grid)."""
     del max_context_len
-    _check_inputs(
-        q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale, v_dim_major
-    )
-    if v_dim_major:  # [num_blocks, KV, D, block_size] -> token-major, as K
-        v_cache = v_cache.permute(0, 3, 1, 2)
+    _check_inputs(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     batch_size, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_heads // num_kv_heads
@@ -367,22 +332,8 @@ def _check_inputs(
     out: torch.Tensor | None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    v_dim_major: bool = False,
 ) -> None:
     """Shapes, dtypes and devices only: nothing that reads a value on the device."""
-    if v_dim_major and k_cache.dim() == 4:
-        num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
-        if k_scale is None:
-            raise EngineError("Dimension-major V pages belong to an FP8 cache (give its scales).")
-        if tuple(v_cache.shape) != (num_blocks, num_kv_heads, head_dim, block_size) or (
-            v_cache.stride(3) != 1 or v_cache.stride(2) != block_size
-        ):
-            raise EngineError(
-                "Dimension-major V pages are [num_blocks, KV, D, block_size] with each (block, "
-                f"KV head) contiguous, for K pages {tuple(k_cache.shape)}; got "
-                f"{tuple(v_cache.shape)}, strides {v_cache.stride()}."
-            )
-        v_cache = v_cache.permute(0, 3, 1, 2)  # checked below as K's shape
     if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
         raise EngineError(
             "Paged decode attention takes q [B, H, D] and K and V caches of one shape "
@@ -437,7 +388,7 @@ def _check_inputs(
         raise EngineError("q, the caches, block_tables, context_lens and out must share a device.")
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
         raise EngineError(f"out must be {q.dtype} {tuple(q.shape)}, like q.")
-    if any(t.stride(-1) != 1 for t in tensors if t is not v_cache or not v_dim_major):
+    if any(t.stride(-1) != 1 for t in tensors):
         raise EngineError("q, the caches, block_tables and out need a contiguous last dimension.")
 
 

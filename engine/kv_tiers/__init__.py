@@ -62,7 +62,6 @@ def build_kv_tiers(
         kv_block_shape=cache_blocks.block_shape,
         # The same files quantized to FP8 at load write other KV than in bf16.
         weights_format=config.weights,
-        v_dim_major=kv_cache.v_dim_major,
     )
     cpu = CpuTier(config.kv_cpu_tier_bytes) if config.kv_cpu_tier_bytes > 0 else None
     disk = None

@@ -62,13 +62,11 @@ def tier_namespace(
     block_size: int,
     kv_block_shape: tuple[int, ...],
     weights_format: str = "auto",
-    v_dim_major: bool = False,
 ) -> str:
     """32 hex digits naming everything a block's KV depends on besides its tokens. dtype is the
     model's, kv_dtype the cache's; weights_format how the weights were loaded ("auto": as the
     checkpoint holds them, "fp8": quantized at load), named only when not "auto", so the
-    namespaces of caches written before it are unchanged; v_dim_major (an FP8 cache's V pages
-    dimension-major: the same bytes a block, read another way) likewise."""
+    namespaces of caches written before it are unchanged."""
     parts: dict[str, object] = {
         "format": 1,
         "weights": weights,
@@ -80,8 +78,6 @@ def tier_namespace(
     }
     if weights_format != "auto":
         parts["weights_format"] = weights_format
-    if v_dim_major:
-        parts["v_layout"] = "dim_major"
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 

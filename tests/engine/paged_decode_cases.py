@@ -48,7 +48,6 @@ class Case:
     q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
     kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
     fp16_dots: bool = True  # KernelConfig.fp16_dots (an FP8 cache and a 16-bit model)
-    v_dim_major: bool = False  # an FP8 cache's V pages [num_blocks, KV, D, block_size]
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -74,14 +73,6 @@ CASES: dict[str, Case] = {
     "g4_d128_bf16_fp8_kv_model_dtype_dots": Case(8, 2, 128, torch.bfloat16, (17, 300), kv_fp8=True, fp16_dots=False),
     # q past fp16's range (|q| up to ~4e5 in bf16): the fp16 dots scale it down first.
     "large_q_bf16_fp8_kv": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True),
-    # Dimension-major V pages (_paged_decode_fp8_kernel): whole tiles unmasked, the last masked.
-    "g3_d64_fp32_fp8_kv_dim_major_v": Case(9, 3, 64, torch.float32, MIXED, kv_fp8=True, v_dim_major=True),
-    "g4_d128_bf16_fp8_kv_dim_major_v_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, v_dim_major=True),
-    "g4_d128_fp16_fp8_kv_dim_major_v_tile16": Case(8, 2, 128, torch.float16, (1, 16, 300, 0), tile_tokens=16, kv_fp8=True, v_dim_major=True),
-    "d80_bf16_fp8_kv_dim_major_v_padded_dim": Case(4, 2, 80, torch.bfloat16, (40, 256, 77), kv_fp8=True, v_dim_major=True),
-    "block32_bf16_fp8_kv_dim_major_v": Case(4, 1, 64, torch.bfloat16, (33, 500, 0, 128), block_size=32, kv_fp8=True, v_dim_major=True),
-    "bf16_fp8_kv_dim_major_v_model_dtype_dots": Case(8, 2, 128, torch.bfloat16, (17, 300), kv_fp8=True, fp16_dots=False, v_dim_major=True),
-    "large_q_bf16_fp8_kv_dim_major_v": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True, v_dim_major=True),
 }  # fmt: skip
 
 
@@ -117,8 +108,6 @@ def build_inputs(case: Case, device: torch.device, seed: int = 0) -> dict[str, t
             quantize_heads(k),
             quantize_heads(v),
         )
-        if case.v_dim_major:  # [num_blocks, block_size, KV, D] -> [num_blocks, KV, D, block_size]
-            tensors["v_cache"] = tensors["v_cache"].permute(0, 2, 3, 1).contiguous()
     return {name: t.to(device) for name, t in tensors.items()}
 
 
@@ -135,12 +124,10 @@ def run_case(case: Case, device: torch.device) -> dict:
                 num_stages=default.num_stages,
                 fp16_dots=case.fp16_dots,
             )
-        layout = {"v_dim_major": True} if case.v_dim_major else {}
         result = paged_decode_attention(
-            **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config,
-            **layout,
-        )  # fmt: skip
-        expected = paged_decode_reference(**inputs, scale=case.scale, **layout)
+            **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config
+        )
+        expected = paged_decode_reference(**inputs, scale=case.scale)
         padding = inputs["context_lens"] == 0
         atol, rtol = TOLERANCE[case.dtype]
         if case.kv_fp8:

@@ -14,16 +14,7 @@ from tests.engine.run_paged_decode_interpreted import start_interpreted
 SHAPES = [(5, 2, 128, torch.bfloat16), (3, 3, 64, torch.float16), (4, 1, 80, torch.float32)]
 
 
-def check(
-    tokens: int,
-    heads: int,
-    dim: int,
-    dtype: torch.dtype,
-    device: torch.device,
-    v_dim_major: bool = False,
-) -> dict:
-    """The fused write against the torch write into token-major pages; with v_dim_major, both
-    writes go to dimension-major V pages and are compared token-major."""
+def check(tokens: int, heads: int, dim: int, dtype: torch.dtype, device: torch.device) -> dict:
     from engine.attention.fp8_kv import QuantizedPages, write_pages
     from engine.attention.fp8_kv_kernels import write_pages_fused
     from engine.models.fp8 import FP8_DTYPE
@@ -38,41 +29,26 @@ def check(
         k[2, heads - 1, 1] = float("inf")
     slots = torch.randperm(num_blocks * block_size, generator=generator)[:tokens].to(device)
 
-    def pages(where: torch.device, dim_major: bool = False) -> QuantizedPages:
-        data = torch.zeros(num_blocks, block_size, heads, dim, device=where).to(FP8_DTYPE)
-        scale = torch.zeros(num_blocks, block_size, heads, device=where)
-        return (
-            QuantizedPages.dim_major_view(data, scale) if dim_major else QuantizedPages(data, scale)
+    def pages(where: torch.device) -> QuantizedPages:
+        return QuantizedPages(
+            torch.zeros(num_blocks, block_size, heads, dim, device=where).to(FP8_DTYPE),
+            torch.zeros(num_blocks, block_size, heads, device=where),
         )
 
     cpu = torch.device("cpu")
-    torch_k, torch_v, fused_k = pages(cpu), pages(cpu), pages(device)
-    fused_v = pages(device, v_dim_major)
+    torch_k, torch_v, fused_k, fused_v = pages(cpu), pages(cpu), pages(device), pages(device)
     write_pages(k.cpu(), v.cpu(), torch_k, torch_v, slots.cpu())  # the torch path (CPU)
-    write_pages_fused(
-        k, v, fused_k.data, fused_v.data, fused_k.scale, fused_v.scale, slots,
-        v_dim_major=v_dim_major,
-    )  # fmt: skip
-    pairs = [(fused_k, torch_k), (fused_v, torch_v)]
-    if v_dim_major:  # the torch path into dimension-major pages too
-        torch_k_dm, torch_v_dm = pages(cpu), pages(cpu, True)
-        write_pages(k.cpu(), v.cpu(), torch_k_dm, torch_v_dm, slots.cpu())
-        pairs.append((torch_v_dm, torch_v))
+    write_pages_fused(k, v, fused_k.data, fused_v.data, fused_k.scale, fused_v.scale, slots)
     same = all(
-        _same(a.token_major.cpu().float(), b.data.float()) and _same(a.scale.cpu(), b.scale)
-        for a, b in pairs
+        _same(a.data.cpu().float(), b.data.float())
+        and torch.equal(a.data.cpu().float().isnan(), b.data.float().isnan())
+        and _same(a.scale.cpu(), b.scale)
+        for a, b in ((fused_k, torch_k), (fused_v, torch_v))
     )
-    return {"shape": [tokens, heads, dim, str(dtype)], "v_dim_major": v_dim_major, "same": same}
+    return {"shape": [tokens, heads, dim, str(dtype)], "same": same}
 
 
-def check_read(
-    blocks: int,
-    heads: int,
-    dim: int,
-    dtype: torch.dtype,
-    device: torch.device,
-    dim_major: bool = False,
-) -> dict:
+def check_read(blocks: int, heads: int, dim: int, dtype: torch.dtype, device: torch.device) -> dict:
     """dequantize_pages_fused against dequantize_pages' torch path (on the CPU) over pages
     written by quantize_heads, a block table in shuffled order that repeats a block, a NaN
     and an inf among the values: the largest difference in units of the last place of dtype
@@ -92,22 +68,15 @@ def check_read(
     table = torch.randperm(num_blocks, generator=generator)[:blocks]
     table[-1] = table[0]
     expected = dequantize_pages(pages, table, dtype)  # the torch path, on the CPU
-    if dim_major:  # the same pages laid out [num_blocks, KV, D, block_size]
-        pages = QuantizedPages(pages.data.permute(0, 2, 3, 1).contiguous(), pages.scale, True)
-        torch_dim_major = dequantize_pages(pages, table, dtype)
-        if not (torch_dim_major.equal(expected) or _same(torch_dim_major, expected)):
-            raise AssertionError("the torch read of dimension-major pages differs")
     got = dequantize_pages_fused(
-        pages.data.to(device), pages.scale.to(device), table.to(device), dtype,
-        dim_major=dim_major,
-    ).cpu()  # fmt: skip
+        pages.data.to(device), pages.scale.to(device), table.to(device), dtype
+    ).cpu()
     same_nan = torch.equal(got.isnan(), expected.isnan())
     finite = expected.isfinite() & got.isfinite()
     ulp = torch.finfo(dtype).eps * expected.abs().clamp(min=torch.finfo(dtype).tiny)
     worst = float(((got - expected).abs()[finite] / ulp[finite]).max())
     return {
         "shape": [blocks, heads, dim, str(dtype)],
-        "dim_major": dim_major,
         "same_specials": same_nan and torch.equal(got.isinf(), expected.isinf()),
         "worst_ulp": worst,
         "out_shape": list(got.shape),
@@ -127,12 +96,8 @@ def main() -> None:
     cpu = torch.device("cpu")
     print(
         json.dumps(
-            [check(*shape, cpu, dim_major) for dim_major in (False, True) for shape in SHAPES]
-            + [
-                check_read(*shape, cpu, dim_major)
-                for dim_major in (False, True)
-                for shape in READ_SHAPES
-            ]
+            [check(*shape, cpu) for shape in SHAPES]
+            + [check_read(*shape, cpu) for shape in READ_SHAPES]
         )
     )
 

@@ -76,26 +76,6 @@ def test_a_block_takes_about_half_its_bf16_size() -> None:
     assert fp8.num_bytes / bf16.num_bytes == pytest.approx((128 + 4) / 256)
 
 
-def test_dimension_major_v_pages_are_views_of_the_same_blocks() -> None:
-    """fp8_v_dim_major: each layer's V pages are [blocks, KV, D, block_size] views of the cache
-    tensor (a block's bytes, read another way), K's stay token-major, the scales unchanged."""
-    shape = ModelShape(2, 64, 128, 4, 2, 32, 260)
-    cache = KVCache(
-        shape, num_blocks=8, block_size=16, dtype=torch.bfloat16, device=torch.device("cpu"),
-        fp8=True, v_dim_major=True,
-    )  # fmt: skip
-    assert cache.v_dim_major and cache.v[1].dim_major and not cache.k[1].dim_major
-    assert tuple(cache.v[1].data.shape) == (9, 2, 32, 16)
-    assert tuple(cache.k[1].data.shape) == (9, 16, 2, 32)
-    assert cache.v[1].data.data_ptr() == cache.tensor[1, 1].data_ptr()
-    assert tuple(cache.v[1].token_major.shape) == (9, 16, 2, 32)
-    token_major = KVCache(
-        shape, num_blocks=8, block_size=16, dtype=torch.bfloat16, device=torch.device("cpu"),
-        fp8=True,
-    )  # fmt: skip
-    assert not token_major.v_dim_major and token_major.num_bytes == cache.num_bytes
-
-
 def test_the_cache_plans_fp8_sizes_from_free_memory() -> None:
     options = {
         "shape": EIGHT_B,
@@ -124,8 +104,7 @@ def test_quantized_heads_round_within_e4m3_precision() -> None:
     assert torch.equal(restored[5, 2], torch.zeros(64))
 
 
-@pytest.mark.parametrize("v_dim_major", [False, True])
-def test_pages_written_by_slot_read_back_by_block(v_dim_major: bool) -> None:
+def test_pages_written_by_slot_read_back_by_block() -> None:
     num_blocks, block_size, kv_heads, head_dim = 6, 4, 2, 16
     pages = [
         QuantizedPages(
@@ -134,8 +113,6 @@ def test_pages_written_by_slot_read_back_by_block(v_dim_major: bool) -> None:
         )
         for _ in range(2)
     ]
-    if v_dim_major:
-        pages[1] = QuantizedPages.dim_major_view(*pages[1][:2])
     k = torch.randn(5, kv_heads, head_dim, generator=torch.Generator().manual_seed(1))
     slots = torch.tensor([13, 14, 15, 4, 5])  # block 3 (slots 1-3), then block 1 (slots 0-1)
     write_pages(k, -k, pages[0], pages[1], slots)
@@ -172,26 +149,6 @@ def test_fp8_cache_keeps_logits_and_greedy_output(llama) -> None:
     assert 0 < error <= LOGITS_REL_L2
     params = SamplingParams(max_new_tokens=NUM_GREEDY)
     assert engine.generate(prompt, params).token_ids == reference.generate(prompt, params).token_ids
-
-
-def test_dimension_major_v_pages_give_the_same_logits_and_text(llama) -> None:
-    """The engine over an FP8 cache whose V pages are dimension-major computes what it computes
-    over token-major ones: the same values in other places (on the CPU every read dequantizes,
-    so the logits are equal), through chunks that read their prefix back, batching, and a
-    prefix served from the cache."""
-    prompt = _prompt(150, 0)
-    token_major = tiny_engine(llama, chunk_size=32, kv_dtype="fp8")
-    dim_major = tiny_engine(llama, chunk_size=32, kv_dtype="fp8", fp8_v_dim_major=True)
-    assert dim_major._main.runner.kv_cache.v_dim_major
-    assert not token_major._main.runner.kv_cache.v_dim_major
-    ours = dim_major.prefill_logits(prompt, chunk_size=32, all_positions=True)
-    expected = token_major.prefill_logits(prompt, chunk_size=32, all_positions=True)
-    assert torch.equal(ours, expected)
-    prompts = [[*prompt, 1, 2], [*prompt[:100], 3], _prompt(40, 2)]
-    params = SamplingParams(max_new_tokens=NUM_GREEDY)
-    assert [r.token_ids for r in dim_major.generate_many(prompts, params)] == [
-        r.token_ids for r in token_major.generate_many(prompts, params)
-    ]
 
 
 def test_fp8_cache_holds_about_twice_the_blocks(llama) -> None:
@@ -262,11 +219,6 @@ def test_fp8_cache_on_cuda_with_graphs_keeps_greedy_output(llama) -> None:
     assert engine._main.runner.decode_attention.name == "paged_triton_fp8"
     results = engine.generate_many(prompts, params)
     assert [r.token_ids for r in results] == [r.token_ids for r in expected]
-    # Dimension-major V pages (the other decode kernel), eager and in graphs.
-    dim_major = {**options, "fp8_v_dim_major": True}
-    eager = tiny_engine(llama, cuda_graphs=False, **dim_major).generate_many(prompts, params)
-    graphed = tiny_engine(llama, **dim_major).generate_many(prompts, params)
-    assert [r.token_ids for r in graphed] == [r.token_ids for r in eager]
     # Fresh engines: prefill_logits gives the positions it computes, and `engine` holds these
     # prompts' prefixes in its cache now (150 tokens gave 6 positions, past its 9 cached blocks).
     fresh = tiny_engine(llama, **options)
@@ -283,30 +235,21 @@ def _compiled_variants() -> int:
 
     kernels = [
         paged_decode_kernels._paged_decode_split_kernel,
-        paged_decode_kernels._paged_decode_fp8_kernel,
         paged_decode_kernels._merge_splits_kernel,
         paged_decode_kernels._write_slots_kernel,
         fp8_kv_kernels._write_pages_kernel,
         fp8_kv_kernels._dequantize_pages_kernel,
-        fp8_kv_kernels._dequantize_dim_major_kernel,
     ]
     return sum(len(cache[0]) for fn in kernels for cache in fn.device_caches.values())
 
 
 @needs_cuda
-@pytest.mark.parametrize(
-    ("kv_dtype", "v_dim_major"), [("auto", False), ("fp8", False), ("fp8", True)]
-)
-def test_no_kernel_compiles_in_a_step_after_the_engine_starts(
-    llama, kv_dtype: str, v_dim_major: bool
-) -> None:
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+def test_no_kernel_compiles_in_a_step_after_the_engine_starts(llama, kv_dtype: str) -> None:
     """Once the engine is built (its runner's prebuild), prefills, mixed steps and decodes of
     several lengths and batch sizes, eager (chunks of 64) and in CUDA graphs, compile no Triton
     kernel variant: a first-launch compile inside a step stalled every decoding request."""
-    engine = tiny_engine(
-        llama, device="cuda", dtype="bfloat16", chunk_size=64, kv_dtype=kv_dtype,
-        fp8_v_dim_major=v_dim_major,
-    )  # fmt: skip
+    engine = tiny_engine(llama, device="cuda", dtype="bfloat16", chunk_size=64, kv_dtype=kv_dtype)
     torch.cuda.synchronize()
     before = _compiled_variants()
     prompts = [_prompt(length, seed) for seed, length in enumerate((20, 150, 70, 300, 440, 17))]
@@ -388,14 +331,12 @@ def test_fused_write_matches_the_torch_write_interpreted() -> None:
     from tests.engine.run_fp8_kv_write_interpreted import READ_SHAPES, SHAPES
 
     results = _run_interpreted("tests.engine.run_fp8_kv_write_interpreted")
-    assert len(results) == 2 * (len(SHAPES) + len(READ_SHAPES))
-    writes, reads = results[: 2 * len(SHAPES)], results[2 * len(SHAPES) :]
-    assert [w["v_dim_major"] for w in writes] == [False] * len(SHAPES) + [True] * len(SHAPES)
+    assert len(results) == len(SHAPES) + len(READ_SHAPES)
+    writes, reads = results[: len(SHAPES)], results[len(SHAPES) :]
     assert all(result["same"] for result in writes), writes
     # The prefill's read: the torch path's values, NaN and inf where it has them; the
     # interpreter may round a bf16 down where a GPU rounds to nearest (1 ulp at most).
-    assert [r["dim_major"] for r in reads] == [False] * len(READ_SHAPES) + [True] * len(READ_SHAPES)
-    for read, (blocks, heads, dim, _) in zip(reads, READ_SHAPES * 2, strict=True):
+    for read, (blocks, heads, dim, _) in zip(reads, READ_SHAPES, strict=True):
         assert read["same_specials"] and read["worst_ulp"] <= 1.0, reads
         assert read["out_shape"] == [blocks, 4, heads, dim], reads
 
@@ -407,19 +348,16 @@ def test_fused_write_matches_the_torch_write_interpreted() -> None:
 def test_fused_write_matches_the_torch_write_cuda() -> None:
     from tests.engine.run_fp8_kv_write_interpreted import READ_SHAPES, SHAPES, check, check_read
 
-    for dim_major in (False, True):
-        for shape in SHAPES:
-            assert check(*shape, torch.device("cuda"), dim_major)["same"], (shape, dim_major)
-        for shape in READ_SHAPES:  # the prefill's read: the torch path's numbers exactly
-            read = check_read(*shape, torch.device("cuda"), dim_major)
-            assert read["same_specials"] and read["worst_ulp"] == 0.0, read
+    for shape in SHAPES:
+        assert check(*shape, torch.device("cuda"))["same"], shape
+    for shape in READ_SHAPES:  # the prefill's read: the torch path's numbers exactly
+        read = check_read(*shape, torch.device("cuda"))
+        assert read["same_specials"] and read["worst_ulp"] == 0.0, read
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
-@pytest.mark.parametrize(
-    ("dtype", "v_dim_major"), [("bf16", False), ("fp32", False), ("bf16", True)]
-)
-def test_fused_write_builds_for_hopper(dtype: str, v_dim_major: bool) -> None:
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_fused_write_builds_for_hopper(dtype: str) -> None:
     """Ahead of time, no GPU needed (Triton's bundled ptxas): the write kernel builds for sm_90,
     its cast and divisions those of the torch path."""
     import os
@@ -428,7 +366,7 @@ def test_fused_write_builds_for_hopper(dtype: str, v_dim_major: bool) -> None:
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.attention.fp8_kv_kernels import _write_pages_kernel as fn
 
-    constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16, "V_DIM_MAJOR": v_dim_major}
+    constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128}
     kinds = {
         "k_ptr": f"*{dtype}",
         "v_ptr": f"*{dtype}",
@@ -473,27 +411,8 @@ def test_fused_read_builds_for_hopper(dtype: str) -> None:
     assert f"cvt.rn.{ptx_type}x2.f32" in ptx or f"cvt.rn.{ptx_type}.f32" in ptx
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
-def test_fused_read_of_dimension_major_pages_builds_for_hopper() -> None:
-    """The prefill's read of dimension-major V pages builds for sm_90 at the 8B's shape: each
-    page's [128, 16] tile read with 16-byte loads (a page's 16 tokens of a dimension are
-    contiguous), widened by the hardware's conversion."""
-    import os
-
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    from engine.attention.fp8_kv_kernels import _dequantize_dim_major_kernel as fn
-
-    constexprs = {"NUM_KV_HEADS": 8, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16}
-    kinds = {"data_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "table_ptr": "*i64", "out_ptr": "*bf16"}
-    ptx = _sm90_ptx(fn, kinds, constexprs, num_warps=4)
-    assert "cvt.rn.f16x2.e4m3x2" in ptx
-    assert "ld.global.v4.b32" in ptx or "ld.global.nc.v4.b32" in ptx, "no 16-byte page loads"
-
-
 def _sm90_ptx(fn, kinds: dict, constexprs: dict, *, num_warps: int) -> str:
-    """fn built ahead of time for sm_90 (Triton's bundled ptxas), its other arguments i32, its
-    pointers 16-byte aligned (as the launcher specializes the caches' and PyTorch's buffers)."""
+    """fn built ahead of time for sm_90 (Triton's bundled ptxas), its other arguments i32."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -501,13 +420,8 @@ def _sm90_ptx(fn, kinds: dict, constexprs: dict, *, num_warps: int) -> str:
     signature = {
         name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
     }
-    aligned = {
-        (i,): [["tt.divisibility", 16]]
-        for i, name in enumerate(fn.arg_names)
-        if signature[name].startswith("*")
-    }
     built = triton.compile(
-        ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=aligned),
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
         target=GPUTarget("cuda", 90, 32),
         options={"num_warps": num_warps},
     )

@@ -33,9 +33,6 @@ def test_every_part_changes_the_namespace() -> None:
     # the checkpoint holds them) leaves the namespaces of caches written before it as they were.
     assert tier_namespace(**BASE, weights_format="fp8") != base
     assert tier_namespace(**BASE, weights_format="auto") == base
-    # Dimension-major V pages: the same bytes a block, read another way.
-    assert tier_namespace(**BASE, v_dim_major=True) != base
-    assert tier_namespace(**BASE, v_dim_major=False) == base
 
 
 def test_fingerprints_see_the_weights_and_the_tokenizer(tmp_path) -> None:
