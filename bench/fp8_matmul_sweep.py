@@ -53,13 +53,6 @@ def gemv_configs(rows: int) -> list[dict]:
         for bn, bk, w, s, sk in grid
         if bn * bk <= 16384
     ]
-    if rows == 1:  # each tile reduced as it goes: larger tiles, more weight bytes in flight
-        configs += [
-            dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, num_stages=2,
-                 reduce_each_tile=True)
-            for bn, bk, w in itertools.product((4, 8, 16), (1024, 2048, 4096), (4, 8))
-            if 4096 <= bn * bk <= 32768
-        ]  # fmt: skip
     return configs
 
 
@@ -213,7 +206,6 @@ def best_table(rows: list[dict]) -> list[str]:
                     f" [{r['block_n']}x{r.get('block_k', 128)} w{r['num_warps']} s{r.get('num_stages')}"
                     + (f" k{r['split_k']}" if "split_k" in r else "")
                     + (" unswapped" if r.get("swap") is False else "")
-                    + (" reduced" if r.get("reduce_each_tile") else "")
                     + "]"
                     if "block_n" in r
                     else ""
