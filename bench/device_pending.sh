@@ -61,27 +61,28 @@ if [ "${ONLY:-}" = 23a ]; then
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23 on an H200: the FP8 cache's GPU tests as mended and the bf16 decode's one-kernel
-    # K/V write, the decode attention's register caps on this card, the one-row GEMV reducing
-    # each tile (more bytes in flight), the 70B shape (70 GB of FP8 weights beside a 40 GiB
-    # cache), then the 8B in FP8, compiled.
-    step 90 kv-tests python3 -m pytest tests/engine/test_fp8_kv.py tests/engine/test_paged_decode.py \
-        -q -o addopts= -k "graphs_keeps_greedy or chunked or register or compiles_in or fused"
-    step 40 gemv-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= -k "cuda"
-    step 70 paged-decode-fp8 python3 bench/paged_decode_fp8.py --tiles 64 128 --warps 2 4 \
-        --stages 2 3 --maxnreg 168 128 --out "$out/paged_decode_fp8_$label.json"
-    step 50 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 40 \
-        --kinds default gemv --out "$out/fp8_matmul_sweep_$label.gemv.json"
+    # Issue 23: where the FP8 decode attention's time goes (the kernel and a loads-only kernel
+    # over token-major and head-major pages; Nsight Compute's stall reasons: the image has ncu),
+    # then on an H200 the 70B shape (70 GB of FP8 weights beside a 40 GiB cache) and the 8B in
+    # FP8, eager and compiled.
+    step 200 decode-probe python3 bench/decode_layout_probe.py --out "$out/decode_layout_probe_$label.json"
+    ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    echo "ncu: ${ncu_bin:-none}"
+    if [ -n "$ncu_bin" ]; then
+        step 150 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
+            --launch-count 8 --section SpeedOfLight \
+            --section SchedulerStats --section Occupancy \
+            --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
+            --metrics smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum \
+            python3 bench/decode_layout_probe.py --profile
+    fi
     if [ "$label" = h200 ]; then  # 70 GB of weights and 40 GiB of KV: an H200's
         parts=(single long)
         [ -n "${SHORT:-}" ] && parts=(single)
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
             --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
             --label "$label.70b-fp8" --out-dir "$out"
-    fi
-    if [ -z "${SHORT:-}" ]; then  # SHORT=1: what fits the last minutes of a session's device time
-        step 150 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
-            --kv-dtype fp8 --kv-gib 30 --parts single concurrent --compile --out-dir "$out" \
-            --label "$label.fp8.compile"
+        step 80 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
+            --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
     fi
 fi
