@@ -77,6 +77,10 @@ if [ "${ONLY:-}" = 23b ]; then
             python3 bench/decode_layout_probe.py --profile
     fi
     if [ "$label" = h200 ]; then  # 70 GB of weights and 40 GiB of KV: an H200's
+        # The one-row products of the 8B and the 70B: the GEMV's tiles, per-tile sums included.
+        step 110 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 100 \
+            --kinds default gemv --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
+            --out "$out/fp8_matmul_sweep_$label.gemv.json"
         parts=(single long)
         [ -n "${SHORT:-}" ] && parts=(single)
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \

@@ -38,6 +38,14 @@ from engine.models.fp8_w8a8 import fp8_w8a8_matmul  # noqa: E402
 from tests.engine.run_fp8_small_batch_interpreted import quantized_groups  # noqa: E402
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
+# The 70B's (Llama-3-70B: hidden 8192, 64 query and 8 KV heads of 128, MLP 28672), by --shapes.
+SHAPES_70B = {
+    "qkv_70b": (10240, 8192),
+    "o_70b": (8192, 8192),
+    "gate_up_70b": (57344, 8192),
+    "down_70b": (8192, 28672),
+}
+SHAPES |= SHAPES_70B
 CALLS = 24  # per graph
 HBM_BYTES = 256 * 1024**2  # weight copies per shape: past any L2
 
@@ -53,6 +61,13 @@ def gemv_configs(rows: int) -> list[dict]:
         for bn, bk, w, s, sk in grid
         if bn * bk <= 16384
     ]
+    if rows == 1:  # each tile reduced as it goes: larger tiles, more weight bytes in flight
+        configs += [
+            dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, num_stages=2,
+                 reduce_each_tile=True)
+            for bn, bk, w in itertools.product((4, 8, 16), (1024, 2048, 4096), (4, 8))
+            if 4096 <= bn * bk <= 32768
+        ]  # fmt: skip
     return configs
 
 
@@ -122,7 +137,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 64])
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        choices=list(SHAPES),
+        default=[n for n in SHAPES if n not in SHAPES_70B],
+    )
     parser.add_argument("--budget-s", type=float, default=300.0)
     parser.add_argument(
         "--kinds", nargs="+", help="only these kinds (default, w8a8, gemv, dot, scaled_mm, ...)"
@@ -206,6 +226,7 @@ def best_table(rows: list[dict]) -> list[str]:
                     f" [{r['block_n']}x{r.get('block_k', 128)} w{r['num_warps']} s{r.get('num_stages')}"
                     + (f" k{r['split_k']}" if "split_k" in r else "")
                     + (" unswapped" if r.get("swap") is False else "")
+                    + (" reduced" if r.get("reduce_each_tile") else "")
                     + "]"
                     if "block_n" in r
                     else ""

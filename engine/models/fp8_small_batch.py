@@ -118,13 +118,14 @@ def _fp8_weight_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    REDUCE_EACH_TILE: tl.constexpr,
 ):
     """The same product without tensor cores, for one to a few rows: each program widens a
     [BLOCK_N, BLOCK_K] weight tile to fp32 and multiplies it by every row in registers (no row
     padding to 16), over its 1/SPLIT_K of K. One row keeps a [BLOCK_N, BLOCK_K] partial sum and
-    reduces it once at the end (a sum reduced every tile, 64 registers a thread where this takes
-    119, was no faster over a layer's four products on an H100: bench/results/fp8_h100.md,
-    call E)."""
+    reduces it once at the end; with REDUCE_EACH_TILE it reduces each tile's products instead
+    (shuffles every tile, but a [BLOCK_N] sum where the other holds BLOCK_N * BLOCK_K: registers
+    for larger tiles, so more weight bytes in flight)."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     ks = tl.arange(0, BLOCK_K)
@@ -134,7 +135,10 @@ def _fp8_weight_gemv_kernel(
     rows = tl.arange(0, BLOCK_M)
     row_ok = rows < M
     if BLOCK_M == 1:
-        sums = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        if REDUCE_EACH_TILE:
+            sums = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        else:
+            sums = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         w_rows = w_ptr + cols[:, None] * stride_wn
         for k0 in range(k_start, k_end, BLOCK_K):
             k = k0 + ks
@@ -145,8 +149,15 @@ def _fp8_weight_gemv_kernel(
                 mask=col_ok[:, None] & k_ok[None, :],
                 other=0.0,
             )
-            sums += w.to(tl.float32) * x[None, :]
-        acc = tl.sum(sums, axis=1)[None, :]
+            products = w.to(tl.float32) * x[None, :]
+            if REDUCE_EACH_TILE:
+                sums += tl.sum(products, axis=1)
+            else:
+                sums += products
+        if REDUCE_EACH_TILE:  # noqa: SIM108 (a compile-time branch)
+            acc = sums[None, :]
+        else:
+            acc = tl.sum(sums, axis=1)[None, :]
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_start, k_end, BLOCK_K):
@@ -181,6 +192,7 @@ def fp8_weight_gemv(
     split_k: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
+    reduce_each_tile: bool = False,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
     > 1 writes fp32 partials, then sums them in a fixed order and casts (one more kernel;
@@ -209,6 +221,7 @@ def fp8_weight_gemv(
             BLOCK_N=block_n,
             BLOCK_K=block_k,
             SPLIT_K=split_k,
+            REDUCE_EACH_TILE=reduce_each_tile,
             num_warps=num_warps,
             num_stages=num_stages,
         )

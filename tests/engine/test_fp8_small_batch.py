@@ -140,7 +140,11 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
     constexprs = {"BLOCK_N": config["block_n"], "SPLIT_K": split_k}
     if kind == "gemv":
         fn = kernels._fp8_weight_gemv_kernel
-        constexprs |= {"BLOCK_M": 1, "BLOCK_K": config["block_k"]}
+        constexprs |= {
+            "BLOCK_M": 1,
+            "BLOCK_K": config["block_k"],
+            "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
+        }
     elif kind == "dot":
         fn = kernels._fp8_weight_matmul_kernel
         constexprs |= {"BLOCK_M": kernels._block_m(kind, rows), "BLOCK_K": config["block_k"]}
