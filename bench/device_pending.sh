@@ -61,23 +61,11 @@ if [ "${ONLY:-}" = 23a ]; then
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23: where the FP8 decode attention's time goes (the kernel and a loads-only kernel
-    # over token-major and head-major pages; Nsight Compute's stall reasons: the image has ncu),
-    # then on an H200 the 70B shape (70 GB of FP8 weights beside a 40 GiB cache) and the 8B in
-    # FP8, eager and compiled.
-    step 200 decode-probe python3 bench/decode_layout_probe.py --out "$out/decode_layout_probe_$label.json"
-    ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-    echo "ncu: ${ncu_bin:-none}"
-    if [ -n "$ncu_bin" ]; then
-        step 150 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
-            --launch-count 8 --section SpeedOfLight \
-            --section SchedulerStats --section Occupancy \
-            --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
-            --metrics smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum \
-            python3 bench/decode_layout_probe.py --profile
-    fi
+    # Issue 23. On an H200: the one-row products' tiles for the 8B and the 70B, the 70B shape
+    # (70 GB of FP8 weights beside a 40 GiB cache), the 8B in FP8. On any card: where the FP8
+    # decode attention's time goes (the kernel and a loads-only kernel over token-major and
+    # head-major pages), with Nsight Compute's stall reasons (the image has ncu).
     if [ "$label" = h200 ]; then  # 70 GB of weights and 40 GiB of KV: an H200's
-        # The one-row products of the 8B and the 70B: the GEMV's tiles, per-tile sums included.
         step 110 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 100 \
             --kinds default gemv --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
             --out "$out/fp8_matmul_sweep_$label.gemv.json"
@@ -88,5 +76,15 @@ if [ "${ONLY:-}" = 23b ]; then
             --label "$label.70b-fp8" --out-dir "$out"
         step 80 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
             --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
+    fi
+    step 150 decode-probe python3 bench/decode_layout_probe.py --out "$out/decode_layout_probe_$label.json"
+    ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    echo "ncu: ${ncu_bin:-none}"
+    if [ -n "$ncu_bin" ]; then
+        step 120 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
+            --launch-count 8 --section SpeedOfLight --section SchedulerStats --section Occupancy \
+            --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
+            --metrics smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum \
+            python3 bench/decode_layout_probe.py --profile
     fi
 fi
