@@ -66,14 +66,14 @@ if [ "${ONLY:-}" = 23b ]; then
     # decode attention's time goes (the kernel and a loads-only kernel over token-major and
     # head-major pages), with Nsight Compute's stall reasons (the image has ncu).
     if [ "$label" = h200 ]; then  # 70 GB of weights and 40 GiB of KV: an H200's
-        step 110 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 100 \
-            --kinds default gemv --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
-            --out "$out/fp8_matmul_sweep_$label.gemv.json"
         parts=(single long)
         [ -n "${SHORT:-}" ] && parts=(single)
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
             --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
             --label "$label.70b-fp8" --out-dir "$out"
+        step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
+            --kinds default gemv --shapes gate_up_70b down_70b qkv_70b o_70b qkv o gate_up down \
+            --out "$out/fp8_matmul_sweep_$label.gemv.json"
         step 80 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
             --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
     fi
