@@ -15,6 +15,7 @@ Usage: python3 bench/decode_layout_probe.py --out FILE.json
        python3 bench/decode_layout_probe.py --profile   (eager launches at 64 x 4K for Nsight
        Compute: the FP8 kernel at its default and at 2 stages with <= 128 registers, then
        loads-only, on token-major then head-major pages)
+The inputs are bench/paged_decode_fp8.py's, and so is GB/s (K and V, an FP8 cache's scales too).
 Times: per call, from a CUDA graph of 16 calls (each on another block table over its own blocks,
 >= 256 MiB of cache in all, past L2) replayed after warm-up (bench._timing.graph_call_us).
 """
@@ -37,7 +38,8 @@ import triton.language as tl  # noqa: E402
 
 from bench._report import hardware  # noqa: E402
 from bench._timing import graph_call_us  # noqa: E402
-from engine.attention.fp8_kv import quantize_heads  # noqa: E402
+from bench.paged_decode_fp8 import BLOCK, CALLS, CASES, KV, D  # noqa: E402
+from bench.paged_decode_fp8 import make as make_pages  # noqa: E402
 from engine.attention.paged_decode import (  # noqa: E402
     KernelConfig,
     paged_decode_attention,
@@ -46,9 +48,6 @@ from engine.attention.paged_decode import (  # noqa: E402
 )
 from engine.device_guard import sm_count  # noqa: E402
 
-H, KV, D, BLOCK = 32, 8, 128, 16
-CASES = [(64, 4096), (16, 8192), (1, 32768), (64, 8192)]  # (batch, context)
-CALLS = 16
 FP8_CONFIGS = [
     None,
     KernelConfig(tile_tokens=128, num_stages=2, maxnreg=128),
@@ -95,49 +94,25 @@ def _loads_only(
 
 
 def make(batch: int, context: int, fp8: bool, head_major: bool, device: torch.device) -> dict:
-    """q, K/V pages in the layout asked for (as [blocks, block_size, KV, D] views), block tables
-    (several copies, each over its own blocks), lengths, an FP8 cache's scales, the bytes read."""
-    pages = context // BLOCK
-    bytes_per_token = KV * D * 2 * (1 if fp8 else 2)
-    copies = max(1, -(-(256 * 2**20) // (batch * context * bytes_per_token)))
-    num_blocks = 1 + copies * batch * pages
-    gen = torch.Generator(device=device).manual_seed(batch * 7 + context)
-
-    def pages_of(x: torch.Tensor) -> torch.Tensor:  # token-major [N * BLOCK, KV, D] -> the layout
-        x = x.view(num_blocks, BLOCK, KV, D)
-        return x.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3) if head_major else x
-
-    k = torch.randn(num_blocks * BLOCK, KV, D, generator=gen, device=device, dtype=torch.bfloat16)
-    v = torch.randn(num_blocks * BLOCK, KV, D, generator=gen, device=device, dtype=torch.bfloat16)
-    scales = {}
-    if fp8:
-        (k, k_scale), (v, v_scale) = quantize_heads(k), quantize_heads(v)
-        scales = {
-            "k_scale": k_scale.view(num_blocks, BLOCK, KV),
-            "v_scale": v_scale.view(num_blocks, BLOCK, KV),
-        }
-    order = torch.randperm(num_blocks - 1, generator=gen, device=device).int() + 1
-    return {
-        "q": torch.randn(batch, H, D, generator=gen, device=device, dtype=torch.bfloat16),
-        "k": pages_of(k),
-        "v": pages_of(v),
-        "tables": list(order.view(copies, batch, pages).unbind(0)),
-        "lens": torch.full((batch,), context, dtype=torch.int32, device=device),
-        "scales": scales,
-        "bytes": batch * context * bytes_per_token,
-    }
+    """paged_decode_fp8.py's inputs (the same pages, tables and q), the pages re-laid head-major
+    when asked, as [blocks, block_size, KV, D] views with head-major strides."""
+    data = make_pages(batch, context, fp8, device)
+    if head_major:
+        for name in ("k_cache", "v_cache"):
+            data[name] = data[name].permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
+    return data
 
 
 def decode_call(data: dict, config: KernelConfig | None, out: torch.Tensor, table: torch.Tensor):
     return paged_decode_attention(
-        data["q"], data["k"], data["v"], table, data["lens"], out=out, config=config,
+        data["q"], data["k_cache"], data["v_cache"], table, data["context_lens"], out=out, config=config,
         max_context_len=table.shape[1] * BLOCK, **data["scales"],
     )  # fmt: skip
 
 
 def loads_call(data: dict, tile: int, stages: int, splits: int, out: torch.Tensor, table):
-    words_k = data["k"].view(torch.uint8).view(torch.int32)
-    words_v = data["v"].view(torch.uint8).view(torch.int32)
+    words_k = data["k_cache"].view(torch.uint8).view(torch.int32)
+    words_v = data["v_cache"].view(torch.uint8).view(torch.int32)
     tiles = table.shape[1] * BLOCK // tile // splits
     _loads_only[(table.shape[0], KV, splits)](
         words_k, words_v, table, out, tiles, table.stride(0),
@@ -191,7 +166,12 @@ def main() -> int:
         }
         tables = list(itertools.islice(itertools.cycle(data["tables"]), CALLS))
         reference = paged_decode_reference(
-            data["q"], data["k"], data["v"], tables[0], data["lens"], **data["scales"]
+            data["q"],
+            data["k_cache"],
+            data["v_cache"],
+            tables[0],
+            data["context_lens"],
+            **data["scales"],
         ).float()
         out = torch.empty_like(data["q"])
         for config in FP8_CONFIGS if fp8 else [None]:
