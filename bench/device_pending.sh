@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
+# Usage: [ONLY=23|23a|23b|23c|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -71,20 +71,52 @@ if [ "${ONLY:-}" = 23b ]; then
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
             --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
             --label "$label.70b-fp8" --out-dir "$out"
+    fi
+    # FP8 prefill attention: cuDNN's sdpa_fp8 (the frontend wheel carried in .whl-serve) against
+    # the engine's bf16 split, one 8K chunk after 8K-120K keys.
+    step 150 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --out "$out/cudnn_fp8_attention_$label.json"
+    if [ "$label" = h200 ]; then
         step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
             --kinds default gemv --shapes gate_up_70b down_70b qkv_70b o_70b qkv o gate_up down \
             --out "$out/fp8_matmul_sweep_$label.gemv.json"
-        step 80 gen-fp8 python3 bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 \
-            --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
+        [ -z "${SHORT:-}" ] && step 80 gen-fp8 python3 bench/generate.py --device cuda \
+            --weights fp8 --kv-dtype fp8 --kv-gib 30 --parts single concurrent --out-dir "$out" \
+            --label "$label.fp8"
     fi
-    step 150 decode-probe python3 bench/decode_layout_probe.py --out "$out/decode_layout_probe_$label.json"
+    step 80 decode-probe python3 bench/decode_layout_probe.py --out "$out/decode_layout_probe_$label.json"
     ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
     echo "ncu: ${ncu_bin:-none}"
     if [ -n "$ncu_bin" ]; then
-        step 120 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
+        step 100 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
             --launch-count 8 --section SpeedOfLight --section SchedulerStats --section Occupancy \
             --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
             --metrics smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum \
+            python3 bench/decode_layout_probe.py --profile
+    fi
+fi
+if [ "${ONLY:-}" = 23c ]; then
+    # Issue 23: FP8 prefill attention through cuDNN's sdpa_fp8 (the frontend wheel carried in
+    # .whl-serve): the probe (exactness, 8K chunks after 8K-120K keys against the bf16 split),
+    # its GPU tests, then a 128K prompt with FP8 weights and KV under 24 GiB with and without it.
+    # On an H200 then the 70B one stream; on any card Nsight Compute's stall reasons of the FP8
+    # decode attention.
+    step 120 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --out "$out/cudnn_fp8_attention_$label.json"
+    step 60 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
+    for attn in fp8-attention no-fp8-attention; do
+        step 100 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
+            --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
+            --"$attn" --out "$out" --label "$label.fp8-24gib.$attn"
+    done
+    if [ "$label" = h200 ]; then
+        step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+            --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single \
+            --label "$label.70b-fp8" --out-dir "$out"
+    fi
+    ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    if [ -n "$ncu_bin" ]; then
+        step 90 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
+            --launch-count 4 --section SpeedOfLight --section SchedulerStats \
+            --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
             python3 bench/decode_layout_probe.py --profile
     fi
 fi

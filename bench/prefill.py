@@ -94,6 +94,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--weights", choices=["bf16", "fp8"], default="bf16")
     parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
     parser.add_argument(
+        "--fp8-attention",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --kv-dtype fp8: long chunks attend in FP8 through cuDNN (EngineConfig."
+        "fp8_attention); --no-fp8-attention widens the pages to bf16 for the attention",
+    )
+    parser.add_argument(
         "--memory-cap-gib", type=float, help="CUDA: what torch may allocate in this process"
     )
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
@@ -136,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     meta.update(
         weights=args.weights,
         kv_dtype=args.kv_dtype,
+        fp8_attention=args.fp8_attention,
         memory_cap_gib=args.memory_cap_gib,
         model=source.name,
         dtype=args.dtype,
@@ -331,6 +339,7 @@ def _build_engine(args, source, hf: list, shape, device, dtype, num_tokens, back
         kv_dtype=args.kv_dtype,
     )
     kwargs["weights"] = "auto" if args.weights == "bf16" else args.weights
+    kwargs["fp8_attention"] = args.fp8_attention
     if args.weights == "fp8":
         folder = args.work_dir / f"{source.name}-fp8"
         return er.fp8_engine(args.model, folder, kwargs), "random FP8, built on the device"

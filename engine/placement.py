@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from engine.attention import select_backend
+from engine.attention.cudnn_fp8 import CudnnFp8Backend, is_fp8_attention_available
 from engine.attention.fp8_kv import SCALE_BYTES, Fp8KVBackend, scratch_bytes
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
@@ -127,7 +128,9 @@ def build_placement(
     backend = select_backend(
         backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
     )
-    if kv_fp8:
+    if kv_fp8 and config.fp8_attention and is_fp8_attention_available(device):
+        backend = CudnnFp8Backend(backend)
+    elif kv_fp8:
         backend = Fp8KVBackend(backend)
     if config.compile and device.type == "cuda":
         model.compile_layers()

@@ -162,3 +162,72 @@ def dequantize_pages_fused(
             num_warps=4 if num_kv_heads * head_dim >= 1024 else 1,
         )  # fmt: skip
     return out
+
+
+@triton.jit
+def _requantize_pages_kernel(
+    data_ptr,  # [num_blocks * BLOCK_SIZE, KV, D] float8_e4m3fn (the pages' slots, flat)
+    scale_ptr,  # [num_blocks * BLOCK_SIZE, KV] fp32
+    table_ptr,  # [N] block ids
+    descale_ptr,  # [1] fp32: the one scale of the output
+    out_ptr,  # [out_tokens, KV, D] float8_e4m3fn
+    num_tokens,
+    fp8_max,
+    NUM_KV_HEADS: tl.constexpr,
+    KV_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    token = tl.program_id(0)  # a row of the output; rows from num_tokens on are zeros
+    heads = tl.arange(0, KV_PAD)
+    dims = tl.arange(0, BLOCK_D)
+    head_ok = heads < NUM_KV_HEADS
+    mask = head_ok[:, None] & (dims < HEAD_DIM)[None, :]
+    offsets = heads[:, None] * HEAD_DIM + dims[None, :]
+    real = token < num_tokens
+    # Padding rows read the first block (there is one: num_tokens > 0) and store zeros.
+    block = tl.load(table_ptr + tl.where(real, token // BLOCK_SIZE, 0)).to(tl.int64)
+    slot = block * BLOCK_SIZE + token % BLOCK_SIZE
+    values = tl.load(data_ptr + slot * (NUM_KV_HEADS * HEAD_DIM) + offsets, mask=mask, other=0.0)
+    scales = tl.load(scale_ptr + slot * NUM_KV_HEADS + heads, mask=head_ok, other=0.0)
+    # value * (scale / descale), as requantize_pages does in torch: the ratio first (IEEE), then
+    # the product in fp32, clamped (the ratio is at most 1; NaN stays NaN) and rounded to nearest.
+    ratio = tl.math.div_rn(scales, tl.load(descale_ptr))
+    wide = values.to(tl.float32) * ratio[:, None]
+    wide = tl.where(wide != wide, wide, tl.clamp(wide, -fp8_max, fp8_max))
+    wide = tl.where(real, wide, 0.0)
+    out = out_ptr + token.to(tl.int64) * (NUM_KV_HEADS * HEAD_DIM) + offsets
+    tl.store(out, wide.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def requantize_pages_fused(
+    data: torch.Tensor,
+    scale: torch.Tensor,
+    block_table: torch.Tensor,
+    descale: torch.Tensor,
+    num_tokens: int,
+    out_tokens: int,
+) -> torch.Tensor:
+    """The first num_tokens tokens of the blocks of block_table [N] of the contiguous pages data
+    [num_blocks, block_size, KV, D] (E4M3) with scales [num_blocks, block_size, KV], against the
+    one scale descale [1] -> [out_tokens, KV, D] E4M3, rows past num_tokens zero."""
+    if not (data.is_contiguous() and scale.is_contiguous()):
+        raise ValueError("requantize_pages_fused reads contiguous pages and scales.")
+    _, block_size, num_kv_heads, head_dim = data.shape
+    if num_tokens == 0:
+        return torch.zeros(
+            (out_tokens, num_kv_heads, head_dim), dtype=torch.uint8, device=data.device
+        ).view(data.dtype)
+    out = torch.empty((out_tokens, num_kv_heads, head_dim), dtype=data.dtype, device=data.device)
+    with on_device(data.device):
+        _requantize_pages_kernel[(out_tokens,)](
+            data, scale, block_table, descale, out, num_tokens, FP8_MAX,
+            NUM_KV_HEADS=num_kv_heads,
+            KV_PAD=triton.next_power_of_2(num_kv_heads),
+            HEAD_DIM=head_dim,
+            BLOCK_D=triton.next_power_of_2(head_dim),
+            BLOCK_SIZE=block_size,
+            num_warps=4 if num_kv_heads * head_dim >= 1024 else 1,
+        )  # fmt: skip
+    return out
