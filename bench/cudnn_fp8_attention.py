@@ -82,13 +82,13 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm())
 
 
-def build(num_q: int, num_k: int, fp8: bool):
+def build(num_q: int, num_k: int, fp8: bool, kv_heads: int = KV):
     """The engine's graph for these padded sizes, and the seconds its plan took."""
     from engine.attention.cudnn_fp8 import SdpaGraph
 
     began = time.perf_counter()
     graph = SdpaGraph(
-        num_q=num_q, num_k=num_k, num_heads=H, num_kv_heads=KV, head_dim=D,
+        num_q=num_q, num_k=num_k, num_heads=H, num_kv_heads=kv_heads, head_dim=D,
         fp8=fp8, out_dtype=torch.bfloat16,
     )  # fmt: skip
     return graph, time.perf_counter() - began
@@ -114,17 +114,21 @@ def check_small(emit) -> None:
         if pad_k:  # garbage past the real lengths: it must not be seen
             k[num_k:], v[num_k:] = 30.0, 30.0
         ref = reference(q, k, v, (num_q, num_k))
-        for fp8 in (False, True):
+        for kind in ("bf16", "fp8", "fp8-mha"):
+            # fp8-mha: K and V repeated to the 32 query heads (in case the FP8 kernel wants it).
 
-            def fill(row, fp8=fp8, q=q, k=k, v=v, num_q=num_q, num_k=num_k, ref=ref):
-                graph, row["build_s"] = build(q.shape[0], k.shape[0], fp8)
+            def fill(row, kind=kind, q=q, k=k, v=v, num_q=num_q, num_k=num_k, ref=ref):
+                fp8, kv_heads = kind != "bf16", H if kind == "fp8-mha" else KV
+                graph, row["build_s"] = build(q.shape[0], k.shape[0], fp8, kv_heads)
                 if fp8:
                     (q8, dq), (k8, dk), (v8, dv) = quantize(q), quantize(k), quantize(v)
-                    out = graph(q8, k8, v8, num_q, num_k, (dq, dk, dv))
                     own = reference(
                         (q8.float() * dq[0, 0]), k8.float() * dk[0, 0], v8.float() * dv[0, 0],
                         (num_q, num_k),
                     )  # fmt: skip
+                    if kv_heads == H:
+                        k8, v8 = (x.repeat_interleave(H // KV, dim=1) for x in (k8, v8))
+                    out = graph(q8, k8, v8, num_q, num_k, (dq, dk, dv))
                     row["rel_l2_vs_own_inputs"] = rel(out[:num_q], own)
                 else:
                     out = graph(q, k, v, num_q, num_k)
@@ -133,15 +137,7 @@ def check_small(emit) -> None:
                 row["finite"] = bool(out[:num_q].isfinite().all())
 
             emit(
-                probe(
-                    {
-                        "check": "fp8" if fp8 else "bf16",
-                        "queries": num_q,
-                        "keys": num_k,
-                        "padded": bool(pad_k),
-                    },
-                    fill,
-                )
+                probe({"check": kind, "queries": num_q, "keys": num_k, "padded": bool(pad_k)}, fill)
             )
 
 

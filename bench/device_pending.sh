@@ -98,8 +98,7 @@ if [ "${ONLY:-}" = 23c ]; then
     # Issue 23: FP8 prefill attention through cuDNN's sdpa_fp8 (the frontend wheel carried in
     # .whl-serve): the probe (exactness, 8K chunks after 8K-120K keys against the bf16 split),
     # its GPU tests, then a 128K prompt with FP8 weights and KV under 24 GiB with and without it.
-    # On an H200 then the 70B one stream; on any card Nsight Compute's stall reasons of the FP8
-    # decode attention.
+    # On an H200 then the 70B one stream.
     step 120 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --out "$out/cudnn_fp8_attention_$label.json"
     step 60 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
     for attn in fp8-attention no-fp8-attention; do
@@ -111,12 +110,5 @@ if [ "${ONLY:-}" = 23c ]; then
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
             --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single \
             --label "$label.70b-fp8" --out-dir "$out"
-    fi
-    ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-    if [ -n "$ncu_bin" ]; then
-        step 90 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
-            --launch-count 4 --section SpeedOfLight --section SchedulerStats \
-            --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
-            python3 bench/decode_layout_probe.py --profile
     fi
 fi

@@ -93,7 +93,12 @@ class SdpaGraph:
     """One built cuDNN attention graph: q [num_q, H, D] against k, v [num_k, KV, D] (token-major,
     as the engine holds them), bottom-right causal, the real lengths (at most these) passed at
     each call. fp8: sdpa_fp8 with E4M3 inputs and per-tensor descales; else sdpa on q's dtype.
-    out_dtype: bfloat16 or float16."""
+    out_dtype: bfloat16 or float16.
+
+    On Hopper (and Ada) cuDNN's FP8 kernel writes E4M3 only (cuDNN 9.19: "sdpa fp8 forward with
+    HALF/BFLOAT16 output is only supported on Blackwell"): there the output is E4M3 against V's
+    scale, which bounds it (each output row is a convex combination of V's rows, so no value
+    exceeds V's largest), then widened to out_dtype. One more rounding, within 2**-4."""
 
     def __init__(
         self,
@@ -106,11 +111,17 @@ class SdpaGraph:
         fp8: bool,
         out_dtype: torch.dtype,
         in_dtype: torch.dtype = torch.bfloat16,
+        fp8_out: bool | None = None,
     ) -> None:
+        """fp8_out: the FP8 graph writes E4M3 (default: below compute capability 10, where
+        cuDNN has no other)."""
         cudnn = cudnn_frontend()
         if cudnn is None:
             raise RuntimeError("cuDNN's frontend (nvidia-cudnn-frontend) is not installed.")
         self.num_q, self.num_k, self.fp8 = num_q, num_k, fp8
+        if fp8_out is None:
+            fp8_out = fp8 and torch.cuda.get_device_capability()[0] < 10
+        self.fp8_out = fp8 and fp8_out
         dt = cudnn.data_type
         kinds = {torch.bfloat16: dt.BFLOAT16, torch.float16: dt.HALF}
         io = dt.FP8_E4M3 if fp8 else kinds[in_dtype]
@@ -140,11 +151,14 @@ class SdpaGraph:
             "seq_len_q": scalar("seq_len_q", dt.INT32),
             "seq_len_kv": scalar("seq_len_kv", dt.INT32),
         }
+        # Causal with its diagonal at the bottom right: query t sees keys up to start + t (the
+        # bound's name differs between the two operations' bindings).
+        bound = "right_bound" if fp8 else "diagonal_band_right_bound"
         options = dict(
             attn_scale=1.0 / math.sqrt(head_dim),
             generate_stats=False,
             use_causal_mask=False,
-            right_bound=0,  # causal, its diagonal at the bottom right: query t sees start + t
+            **{bound: 0},
             diagonal_alignment=cudnn.diagonal_alignment.BOTTOM_RIGHT,
             use_padding_mask=True,
             seq_len_q=t["seq_len_q"],
@@ -166,7 +180,7 @@ class SdpaGraph:
             out, _ = graph.sdpa(q=t["q"], k=t["k"], v=t["v"], **options)
         out.set_output(True).set_dim((1, num_heads, num_q, head_dim))
         out.set_stride((num_q * num_heads * head_dim, head_dim, num_heads * head_dim, 1))
-        out.set_data_type(kinds[out_dtype])
+        out.set_data_type(dt.FP8_E4M3 if self.fp8_out else kinds[out_dtype])
         t["o"] = out
         self.out_dtype = out_dtype
         graph.validate()
@@ -192,7 +206,9 @@ class SdpaGraph:
         1, 1] fp32 when fp8); the first num_q queries and num_k keys are real -> [self.num_q, H,
         D] in out_dtype, rows past num_q undefined."""
         device = q.device
-        out = torch.empty(q.shape, dtype=self.out_dtype, device=device)
+        out = torch.empty(
+            q.shape, dtype=FP8_DTYPE if self.fp8_out else self.out_dtype, device=device
+        )
         t = self._tensors
         pack = {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: out}
         pack[t["seq_len_q"]] = torch.full((1, 1, 1, 1), num_q, dtype=torch.int32, device=device)
@@ -204,9 +220,13 @@ class SdpaGraph:
                 pack[t[name]] = value
             for name, value in self._fixed(device).items():
                 pack[t[name]] = value
+            if self.fp8_out:  # E4M3 against V's scale: O / descale_v is within +-448
+                pack[t["scale_o"]] = descales[2].reciprocal()
         workspace = torch.empty(self._workspace_bytes, dtype=torch.uint8, device=device)
         self._cudnn.set_stream(self.handle, torch.cuda.current_stream(device).cuda_stream)
         self._graph.execute(pack, workspace, handle=self.handle)
+        if self.fp8_out:
+            return (out.float() * descales[2].view(1, 1, 1)).to(self.out_dtype)
         return out
 
     def _fixed(self, device: torch.device) -> dict[str, torch.Tensor]:
@@ -215,7 +235,7 @@ class SdpaGraph:
             self._constants = {
                 "descale_s": one(1.0 / P_SCALE),
                 "scale_s": one(P_SCALE),
-                "scale_o": one(1.0),  # the output is not FP8
+                "scale_o": one(1.0),  # a wide output (fp8_out sets V's scale at each call)
                 "amax_o": one(0.0),  # written by the kernel, unused
             }
         return self._constants

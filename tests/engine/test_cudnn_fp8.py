@@ -261,3 +261,38 @@ def test_cudnn_graph_matches_fp32_attention_cuda(padded: bool) -> None:
     )
     err = ((out - expected).norm() / expected.norm()).item()
     assert out.isfinite().all() and err <= 2 * E4M3_RELATIVE, err
+
+
+@pytest.mark.skipif(
+    not _cudnn_fp8_ready(),
+    reason="needs CUDA on Hopper or newer and cuDNN's frontend with sdpa_fp8",
+)
+def test_engine_prefills_long_chunks_in_fp8_cuda(tmp_path) -> None:
+    """The engine with the FP8 cache and fp8_attention: chunks of 512 queries go through cuDNN's
+    FP8 attention (a model of head dim 128), and the prefill's logits stay within twice the FP8
+    cache's allowance of the unquantized cache's: the cache rounds K and V once; FP8 attention
+    rounds Q, K and V again, P and the output, five more roundings of the same size, which add
+    about sqrt(7 / 2) < 2 times the error if independent."""
+    from tests.engine.conftest import save_tiny_model, tiny_engine
+    from tests.engine.test_fp8_kv import LOGITS_REL_L2, _prompt, _rel_l2
+
+    # Weights of std 0.035: test_fp8_kv's 0.1 at width 64, scaled by sqrt(64 / 512) to this
+    # width (at 0.1 this wider model is chaotic: the FP8 cache alone moved its logits 21%).
+    save_tiny_model(
+        tmp_path, "llama", initializer_range=0.035, hidden_size=512, head_dim=128,
+        max_position_embeddings=2048,
+    )  # fmt: skip
+    options = {
+        "device": "cuda",
+        "dtype": "bfloat16",
+        "chunk_size": 512,
+        "max_kv_cache_bytes": 16 << 20,
+    }
+    ours = tiny_engine(tmp_path, kv_dtype="fp8", fp8_attention=True, **options)
+    assert ours.attention_backend.endswith("+fp8")
+    unquantized = tiny_engine(tmp_path, **options)
+    prompt = _prompt(1100, 3)  # chunks of 512, 512 (FP8 attention) and 76 (widened)
+    got = ours.prefill_logits(prompt, chunk_size=512, all_positions=True).float()
+    expected = unquantized.prefill_logits(prompt, chunk_size=512, all_positions=True).float()
+    assert got.isfinite().all()
+    assert 0 < _rel_l2(got, expected) <= 2 * LOGITS_REL_L2
