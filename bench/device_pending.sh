@@ -99,10 +99,10 @@ if [ "${ONLY:-}" = 23c ]; then
     # .whl-serve): the probe (exactness, 8K chunks after 8K-120K keys against the bf16 split),
     # its GPU tests, then a 128K prompt with FP8 weights and KV under 24 GiB with and without it.
     # On an H200 then the 70B one stream.
-    step 120 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --out "$out/cudnn_fp8_attention_$label.json"
+    step 100 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --contexts 16384 131072 --out "$out/cudnn_fp8_attention_$label.json"
     step 60 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
     for attn in fp8-attention no-fp8-attention; do
-        step 100 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
+        step 90 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
             --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
             --"$attn" --out "$out" --label "$label.fp8-24gib.$attn"
     done

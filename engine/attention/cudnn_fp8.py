@@ -278,22 +278,29 @@ class CudnnFp8Backend(Fp8KVBackend):
 
     def forward(self, q, k, v, k_cache, v_cache, meta):
         num_q = q.shape[0]
-        if num_q <= SHORT_CHUNK_QUERIES:
-            return super().forward(q, k, v, k_cache, v_cache, meta)
         pages: AttentionMetadata = meta.extra["fp8_pages"]
-        write_pages(k, v, k_cache, v_cache, pages.slot_mapping)
         num_k = pages.context_len
         rows, keys = bucket(num_q, QUERY_BUCKET), bucket(num_k, KEY_BUCKET)
+        graph = self._graph(rows, keys, q, k) if num_q > SHORT_CHUNK_QUERIES else None
+        if graph is None:  # a short chunk, or a shape cuDNN declined: the widened path
+            return super().forward(q, k, v, k_cache, v_cache, meta)
+        write_pages(k, v, k_cache, v_cache, pages.slot_mapping)
         table = pages.block_table.long()
         k8, k_descale = requantize_pages(k_cache, table, num_k, keys)
         v8, v_descale = requantize_pages(v_cache, table, num_k, keys)
         q8, q_descale = quantize_queries(q, rows)
-        key = (rows, keys, q.shape[1], k.shape[1], q.shape[2], q.dtype)
-        graph = self._graphs.get(key)
-        if graph is None:
-            graph = self._graphs[key] = self._graph_factory(*key)
         out = graph(q8, k8, v8, num_q, num_k, (q_descale, k_descale, v_descale))
         return out[:num_q]
+
+    def _graph(self, rows: int, keys: int, q: torch.Tensor, k: torch.Tensor) -> Any:
+        """The plan for these buckets, built once; None where cuDNN declines it (remembered)."""
+        key = (rows, keys, q.shape[1], k.shape[1], q.shape[2], q.dtype)
+        if key not in self._graphs:
+            try:
+                self._graphs[key] = self._graph_factory(*key)
+            except Exception:  # cuDNN's own errors: not supported, out of plans
+                self._graphs[key] = None
+        return self._graphs[key]
 
 
 def _fp8_graph(num_q, num_k, num_heads, num_kv_heads, head_dim, out_dtype) -> SdpaGraph:

@@ -175,6 +175,36 @@ def test_backend_attends_long_chunks_in_fp8_and_short_ones_widened() -> None:
     assert 0 < err <= 3 * E4M3_RELATIVE / math.sqrt(3), err
 
 
+def test_a_shape_cudnn_declines_goes_the_widened_way_once() -> None:
+    """A plan cuDNN will not build: that chunk (and the next of the same buckets, without asking
+    again) attends through the widened path, the same numbers as Fp8KVBackend's."""
+    torch.manual_seed(1)
+    total, tried = 600, []
+
+    def declining(*key):
+        tried.append(key)
+        raise RuntimeError("no engine proposed a plan for this graph")
+
+    q = torch.randn(total, H, D)
+    k, v = torch.randn(total, KV, D), torch.randn(total, KV, D)
+    num_blocks = -(-total // BLOCK_SIZE)
+    table = torch.arange(num_blocks, dtype=torch.int32)
+
+    def run(backend):
+        pages = [
+            QuantizedPages(
+                torch.zeros(num_blocks, BLOCK_SIZE, KV, D).to(FP8_DTYPE),
+                torch.zeros(num_blocks, BLOCK_SIZE, KV),
+            )
+            for _ in range(2)
+        ]
+        return _chunks(backend, *pages, q, k, v, table, [(0, 300), (300, 600)])
+
+    ours = run(CudnnFp8Backend(SdpaBackend(torch.device("cpu")), graph_factory=declining))
+    assert torch.equal(ours, run(Fp8KVBackend(SdpaBackend(torch.device("cpu")))))
+    assert len(tried) == 1  # both chunks share the buckets: asked once
+
+
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
 def test_fused_requantize_matches_the_torch_path_interpreted() -> None:
     """The one-kernel requantization (CUDA's path) under Triton's interpreter writes the bytes
