@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
+# Usage: [ONLY=23|23a|23b|23c|23d|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -96,19 +96,26 @@ if [ "${ONLY:-}" = 23b ]; then
 fi
 if [ "${ONLY:-}" = 23c ]; then
     # Issue 23: FP8 prefill attention through cuDNN's sdpa_fp8 (the frontend wheel carried in
-    # .whl-serve): the probe (exactness, 8K chunks after 8K-120K keys against the bf16 split),
-    # its GPU tests, then a 128K prompt with FP8 weights and KV under 24 GiB with and without it.
-    # On an H200 then the 70B one stream.
-    step 100 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --contexts 16384 131072 --out "$out/cudnn_fp8_attention_$label.json"
+    # .whl-serve): its GPU tests, a 128K prompt with FP8 weights and KV under 24 GiB with and
+    # without it, then one 8K chunk after 8K and 120K keys through the split backend, bf16 and
+    # FP8. On an H200 then the 70B one stream.
     step 60 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
     for attn in fp8-attention no-fp8-attention; do
-        step 90 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
+        step 80 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
             --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
             --"$attn" --out "$out" --label "$label.fp8-24gib.$attn"
     done
+    step 60 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --contexts 16384 131072 \
+        --out "$out/cudnn_fp8_attention_$label.json"
     if [ "$label" = h200 ]; then
         step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
             --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single \
             --label "$label.70b-fp8" --out-dir "$out"
     fi
+fi
+if [ "${ONLY:-}" = 23d ]; then
+    # Issue 23: which sdpa_fp8 graphs cuDNN plans on this card (masks, padding, output type,
+    # grouped heads, log-sum-exps), and a chunk's mask-free prefix part in FP8 against bf16.
+    step 120 cudnn-fp8-variants python3 bench/cudnn_fp8_attention.py --hopper-variants \
+        --out "$out/cudnn_fp8_variants_$label.json"
 fi

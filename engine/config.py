@@ -58,10 +58,10 @@ class EngineConfig:
     # prefill's torch._scaled_mm does per row; False keeps decode's activations bf16 and widens
     # the weights in the kernel instead (exact activations, slower from a few rows on).
     fp8_w8a8_decode: bool = True
-    # With the FP8 KV cache on CUDA, long prefill chunks attend in FP8 through cuDNN's sdpa_fp8
-    # where it runs (Hopper or newer, the nvidia-cudnn-frontend wheel; engine/attention/
-    # cudnn_fp8.py); False widens the pages to the model's dtype and attends there (one rounding
-    # of Q, K and V fewer, and P in fp32 rather than E4M3).
+    # With the FP8 KV cache and the cuDNN attention backend, long prefill chunks attend in FP8
+    # through cuDNN's sdpa_fp8 where it runs (Hopper or newer, the nvidia-cudnn-frontend wheel;
+    # engine/attention/cudnn_fp8.py): Q, K, V, the softmax's weights and (on Hopper) the output
+    # rounded to E4M3. False: the attention in the model's dtype.
     fp8_attention: bool = False
     block_size: int = 16
     max_kv_cache_bytes: int | None = None

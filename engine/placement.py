@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from engine.attention import select_backend
-from engine.attention.cudnn_fp8 import CudnnFp8Backend, is_fp8_attention_available
+from engine.attention.cudnn_fp8 import Fp8Attend, is_fp8_attention_available
+from engine.attention.cudnn_split import CudnnSplitBackend, efficient_attend
 from engine.attention.fp8_kv import SCALE_BYTES, Fp8KVBackend, scratch_bytes
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
@@ -128,9 +129,12 @@ def build_placement(
     backend = select_backend(
         backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
     )
-    if kv_fp8 and config.fp8_attention and is_fp8_attention_available(device):
-        backend = CudnnFp8Backend(backend)
-    elif kv_fp8:
+    if kv_fp8:
+        if config.fp8_attention and backend.name == "cudnn" and is_fp8_attention_available(device):
+            # Long chunks' two dense calls in FP8 (engine/attention/cudnn_fp8.py); short ones
+            # keep the memory-efficient kernel, as in bf16.
+            backend = CudnnSplitBackend(device, attend=Fp8Attend(), short_attend=efficient_attend)
+            backend.name = "cudnn+fp8"
         backend = Fp8KVBackend(backend)
     if config.compile and device.type == "cuda":
         model.compile_layers()
