@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -118,4 +118,14 @@ if [ "${ONLY:-}" = 23d ]; then
     # grouped heads, log-sum-exps), and a chunk's mask-free prefix part in FP8 against bf16.
     step 120 cudnn-fp8-variants python3 bench/cudnn_fp8_attention.py --hopper-variants \
         --out "$out/cudnn_fp8_variants_$label.json"
+fi
+if [ "${ONLY:-}" = 23e ]; then
+    # Issue 23: FP8 attention's inputs rounded in one Triton pass: its GPU tests, the chunk after
+    # 8K and 120K keys (bf16 and FP8), then the 128K prompt with it.
+    step 40 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
+    step 40 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --contexts 16384 131072 \
+        --out "$out/cudnn_fp8_attention_$label.json"
+    step 70 prefill-fp8-attention python3 bench/prefill.py --device cuda --tokens 131072 \
+        --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
+        --fp8-attention --out "$out" --label "$label.fp8-24gib.fp8-attention"
 fi

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from engine.device_guard import triton_module
 from engine.models.fp8 import FP8_DTYPE, FP8_MAX, MIN_SCALE, to_fp8
 
 # The softmax's probabilities in [0, 1] scaled by 448 into E4M3 (and back by 1/448).
@@ -38,8 +39,13 @@ P_SCALE = FP8_MAX
 def quantize_tensor(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x [B, N, L, D] (any strides) -> (E4M3 [B, L, N, D] contiguous, seen as [B, N, L, D];
     descale [1, 1, 1, 1] fp32): value = data * descale, x's largest |value| -> 448. No sync: the
-    scale stays on the device."""
-    descale = (x.abs().amax().float() / FP8_MAX).clamp(min=MIN_SCALE).reshape(1, 1, 1, 1)
+    scale stays on the device. On CUDA one Triton pass after the reduction
+    (cudnn_fp8_kernels.py), elsewhere torch: the same numbers."""
+    largest = torch.linalg.vector_norm(x, float("inf")).float()  # one pass, no temporary
+    descale = (largest / FP8_MAX).clamp(min=MIN_SCALE).reshape(1, 1, 1, 1)
+    kernels = triton_module("engine.attention.cudnn_fp8_kernels") if x.is_cuda else None
+    if kernels is not None:
+        return kernels.quantize_fused(x, descale).transpose(1, 2), descale
     data = to_fp8(x.transpose(1, 2).float() / descale.reshape(())).contiguous()
     return data.transpose(1, 2), descale
 

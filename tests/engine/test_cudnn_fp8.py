@@ -7,6 +7,7 @@ graph against fp32 attention, both masks, and the engine's prefill logits with i
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from typing import ClassVar
 
@@ -188,3 +189,41 @@ def test_engine_prefills_long_chunks_in_fp8_cuda(tmp_path) -> None:
     expected = unquantized.prefill_logits(prompt, chunk_size=512, all_positions=True).float()
     assert got.isfinite().all()
     assert 0 < _rel_l2(got, expected) <= 2 * LOGITS_REL_L2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+def test_fused_quantize_matches_the_torch_path_interpreted() -> None:
+    """The one-pass rounding (CUDA's path) under Triton's interpreter writes the bytes of
+    quantize_tensor's torch path, from strided and contiguous inputs, bf16 and fp16."""
+    from tests.engine.run_cudnn_fp8_quantize_interpreted import SHAPES
+    from tests.engine.test_fp8_kv import _run_interpreted
+
+    results = _run_interpreted("tests.engine.run_cudnn_fp8_quantize_interpreted")
+    assert len(results) == len(SHAPES) and all(r["same"] for r in results), results
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+def test_fused_quantize_builds_for_hopper() -> None:
+    """Ahead of time (Triton's bundled ptxas): the rounding builds for sm_90 at the prefix
+    part's shape (8 KV heads of 128), dividing as torch (IEEE) and rounding to nearest."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.attention.cudnn_fp8_kernels import _quantize_kernel as fn
+    from tests.engine.test_fp8_kv import _sm90_ptx
+
+    constexprs = {"NUM_HEADS": 8, "HEADS_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128}
+    kinds = {"x_ptr": "*bf16", "descale_ptr": "*fp32", "out_ptr": "*fp8e4nv", "fp8_max": "fp32"}
+    ptx = _sm90_ptx(fn, kinds, constexprs, num_warps=4)
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+    divisions = {line.split()[0] for line in ptx.splitlines() if line.strip().startswith("div.")}
+    assert {d for d in divisions if d.endswith(".f32")} == {"div.rn.f32"}, divisions
+
+
+@needs_cudnn_fp8
+def test_fused_quantize_matches_the_torch_path_cuda() -> None:
+    from tests.engine.run_cudnn_fp8_quantize_interpreted import SHAPES, check
+
+    for shape in SHAPES:
+        assert check(*shape, torch.device("cuda"))["same"], shape
