@@ -122,7 +122,7 @@ fi
 if [ "${ONLY:-}" = 23e ]; then
     # Issue 23: FP8 attention's inputs rounded in one Triton pass: its GPU tests, the chunk after
     # 8K and 120K keys (bf16 and FP8), then the 128K prompt with it.
-    step 40 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
+    step 90 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
     step 40 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --contexts 16384 131072 \
         --out "$out/cudnn_fp8_attention_$label.json"
     step 70 prefill-fp8-attention python3 bench/prefill.py --device cuda --tokens 131072 \
