@@ -61,38 +61,30 @@ if [ "${ONLY:-}" = 23a ]; then
         --kv-gib 30 --parts single concurrent --out-dir "$out" --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23b ]; then
-    # Issue 23. On an H200: the one-row products' tiles for the 8B and the 70B, the 70B shape
-    # (70 GB of FP8 weights beside a 40 GiB cache), the 8B in FP8. On any card: where the FP8
-    # decode attention's time goes (the kernel and a loads-only kernel over token-major and
-    # head-major pages), with Nsight Compute's stall reasons (the image has ncu).
-    if [ "$label" = h200 ]; then  # 70 GB of weights and 40 GiB of KV: an H200's
-        parts=(single long)
-        [ -n "${SHORT:-}" ] && parts=(single)
-        step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
-            --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
-            --label "$label.70b-fp8" --out-dir "$out"
+    # Issue 23 on an H200 (its targets): the 70B shape (70 GB of FP8 weights beside a 40 GiB
+    # cache), the 128K prompt with FP8 weights and KV with and without FP8 attention (the
+    # cuDNN frontend wheel carried in .whl-serve), the one-row products' tiles for the 8B and
+    # the 70B, the 8B in FP8 end to end.
+    if [ "$label" != h200 ]; then
+        echo "ONLY=23b measures the H200's targets: this is $label"
+        exit 0
     fi
-    # FP8 prefill attention: cuDNN's sdpa_fp8 (the frontend wheel carried in .whl-serve) against
-    # the engine's bf16 split, one 8K chunk after 8K-120K keys.
-    step 150 cudnn-fp8 python3 bench/cudnn_fp8_attention.py --out "$out/cudnn_fp8_attention_$label.json"
-    if [ "$label" = h200 ]; then
-        step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
-            --kinds default gemv --shapes gate_up_70b down_70b qkv_70b o_70b qkv o gate_up down \
-            --out "$out/fp8_matmul_sweep_$label.gemv.json"
-        [ -z "${SHORT:-}" ] && step 80 gen-fp8 python3 bench/generate.py --device cuda \
-            --weights fp8 --kv-dtype fp8 --kv-gib 30 --parts single concurrent --out-dir "$out" \
-            --label "$label.fp8"
-    fi
-    step 80 decode-probe python3 bench/decode_layout_probe.py --out "$out/decode_layout_probe_$label.json"
-    ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-    echo "ncu: ${ncu_bin:-none}"
-    if [ -n "$ncu_bin" ]; then
-        step 100 decode-ncu "$ncu_bin" --kernel-name regex:"_paged_decode_split_kernel|_loads_only" \
-            --launch-count 8 --section SpeedOfLight --section SchedulerStats --section Occupancy \
-            --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio \
-            --metrics smsp__inst_executed.sum,smsp__inst_executed_op_shared_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum \
-            python3 bench/decode_layout_probe.py --profile
-    fi
+    parts=(single long)
+    [ -n "${SHORT:-}" ] && parts=(single)
+    step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+        --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
+        --label "$label.70b-fp8" --out-dir "$out"
+    for attn in fp8-attention no-fp8-attention; do
+        step 80 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
+            --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
+            --"$attn" --out "$out" --label "$label.fp8-24gib.$attn"
+    done
+    step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
+        --kinds default gemv --shapes gate_up_70b down_70b qkv_70b o_70b qkv o gate_up down \
+        --out "$out/fp8_matmul_sweep_$label.gemv.json"
+    [ -z "${SHORT:-}" ] && step 80 gen-fp8 python3 bench/generate.py --device cuda \
+        --weights fp8 --kv-dtype fp8 --kv-gib 30 --parts single concurrent --out-dir "$out" \
+        --label "$label.fp8"
 fi
 if [ "${ONLY:-}" = 23c ]; then
     # Issue 23: FP8 prefill attention through cuDNN's sdpa_fp8 (the frontend wheel carried in

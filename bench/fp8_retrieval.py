@@ -42,7 +42,8 @@ INTRO = (
     "Find it and memorize it.\n\n"
 )
 QUESTION = "\n\nWhat is the pass key?"
-KV_DTYPES = ("auto", "fp8")
+# Engines compared: (name, kv_dtype, fp8_attention); "fp8_attention" only with --fp8-attention.
+VARIANTS = (("auto", "auto", False), ("fp8", "fp8", False), ("fp8_attention", "fp8", True))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,6 +56,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "var" / "models")
     parser.add_argument("--label", default="")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument(
+        "--fp8-attention",
+        action="store_true",
+        help="a third engine: the FP8 cache with FP8 prefill attention (EngineConfig."
+        "fp8_attention; CUDA with cuDNN's frontend, the cudnn backend)",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        help="prefill chunk (default: planned); below the prompt's length later chunks read a "
+        "cached prefix, the part FP8 attention speeds up",
+    )
     return parser.parse_args(argv)
 
 
@@ -100,23 +113,28 @@ def main(argv: list[str] | None = None) -> None:
     cases: list[dict[str, Any]] = []
     logits: dict[str, list[torch.Tensor]] = {}
     started = time.perf_counter()
-    for kv_dtype in KV_DTYPES:
+    variants = [v for v in VARIANTS if args.fp8_attention or not v[2]]
+    for variant, kv_dtype, fp8_attention in variants:
         config = EngineConfig(
             model_path=folder, device=args.device, dtype=args.dtype, kv_dtype=kv_dtype,
             enable_prefix_cache=False, max_model_len=max(args.tokens) + 512,
+            chunk_size=args.chunk_size, fp8_attention=fp8_attention,
+            **({"attention_backend": "cudnn"} if args.fp8_attention else {}),
         )  # fmt: skip
         engine = LLMEngine(config)
+        if fp8_attention and not engine.attention_backend.endswith("+fp8"):
+            raise SystemExit(f"FP8 attention is not available here ({engine.attention_backend}).")
         if not cases:
             cases = prompts(engine, args.tokens, args.depths)
-        logits[kv_dtype] = []
+        logits[variant] = []
         for case in cases:
             result = engine.generate(case["ids"], params)
             text = engine.tokenizer.decode(result.token_ids)
-            case[kv_dtype] = {"right": str(case["key"]) in text, "answer": text}
-            logits[kv_dtype].append(engine.prefill_logits(case["ids"]).float().cpu())
+            case[variant] = {"right": str(case["key"]) in text, "answer": text}
+            logits[variant].append(engine.prefill_logits(case["ids"]).float().cpu())
             print(
-                f"{kv_dtype} {len(case['ids'])} tokens, depth {case['depth']}: "
-                f"{'right' if case[kv_dtype]['right'] else 'wrong'} "
+                f"{variant} {len(case['ids'])} tokens, depth {case['depth']}: "
+                f"{'right' if case[variant]['right'] else 'wrong'} "
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
@@ -126,6 +144,11 @@ def main(argv: list[str] | None = None) -> None:
         reference, ours = logits["auto"][index], logits["fp8"][index]
         case["logits_rel_l2"] = ((ours - reference).norm() / reference.norm()).item()
         case["same_first_token"] = bool(ours.argmax() == reference.argmax())
+        if "fp8_attention" in logits:
+            ours = logits["fp8_attention"][index]
+            case["fp8_attention_logits_rel_l2"] = (
+                (ours - reference).norm() / reference.norm()
+            ).item()
         case["num_tokens"] = len(case.pop("ids"))
     report = {
         "model": name,
@@ -161,19 +184,20 @@ def markdown(report: dict[str, Any]) -> str:
             f"{'right' if case['fp8']['right'] else 'wrong'} | {case['logits_rel_l2']:.4f} | "
             f"{'yes' if case['same_first_token'] else 'no'} |"
         )
-    lines += ["", "| tokens (asked) | model's dtype right | FP8 KV right |", "|---:|---:|---:|"]
+    names = ["auto", "fp8"] + (["fp8_attention"] if "fp8_attention" in report["cases"][0] else [])
+    titles = {
+        "auto": "model's dtype right",
+        "fp8": "FP8 KV right",
+        "fp8_attention": "FP8 KV and attention right",
+    }
+    lines += ["", "| tokens (asked) | " + " | ".join(titles[n] for n in names) + " |"]
+    lines.append("|---:|" + "---:|" * len(names))
     lengths = sorted({case["length"] for case in report["cases"]})
-    for length in lengths:
-        group = [case for case in report["cases"] if case["length"] == length]
-        lines.append(
-            f"| {length} | {sum(c['auto']['right'] for c in group)} of {len(group)} | "
-            f"{sum(c['fp8']['right'] for c in group)} of {len(group)} |"
-        )
-    total = report["cases"]
-    lines.append(
-        f"| all | {sum(c['auto']['right'] for c in total)} of {len(total)} | "
-        f"{sum(c['fp8']['right'] for c in total)} of {len(total)} |"
-    )
+    for label, group in [
+        (str(n), [c for c in report["cases"] if c["length"] == n]) for n in lengths
+    ] + [("all", report["cases"])]:
+        counts = [f"{sum(c[n]['right'] for c in group)} of {len(group)}" for n in names]
+        lines.append(f"| {label} | " + " | ".join(counts) + " |")
     return "\n".join(lines) + "\n"
 
 
