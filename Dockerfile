@@ -29,6 +29,12 @@ RUN pip install -e ".[engine,ocr]" \
 # optional: without it the engine uses cuDNN). Off with --build-arg FLASH_ATTN_4=.
 ARG FLASH_ATTN_4="flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 quack-kernels==0.6.5"
 RUN if [ -n "$FLASH_ATTN_4" ]; then pip install --pre $FLASH_ATTN_4; fi
+# cuDNN's Python frontend: FP8 prefill attention over an FP8 KV cache on Hopper or newer
+# (LONGDOC_ENGINE_FP8_ATTENTION; cuDNN itself comes with torch's CUDA wheels). No dependencies:
+# they serve its Python kernels for Blackwell, which the engine does not call. Off with
+# --build-arg CUDNN_FRONTEND=.
+ARG CUDNN_FRONTEND="nvidia-cudnn-frontend==1.32.0"
+RUN if [ -n "$CUDNN_FRONTEND" ]; then pip install --no-deps $CUDNN_FRONTEND; fi
 
 USER longdoc
 VOLUME ["/data"]
