@@ -126,8 +126,9 @@ class Settings(BaseSettings):
     # inputs) for FP8 tensor cores, as prefill's products do per token; false keeps them bf16
     # (exact activations, slower decode at many requests).
     engine_fp8_w8a8_decode: bool = True
-    # With the FP8 KV cache on a Hopper GPU, long prefill chunks attend in FP8 through cuDNN
-    # (needs the nvidia-cudnn-frontend wheel); false attends in the model's dtype (more exact).
+    # With the FP8 KV cache and the cudnn attention backend on a Hopper or newer GPU, long prefill
+    # chunks attend in FP8 through cuDNN (needs the nvidia-cudnn-frontend wheel); false attends in
+    # the model's dtype (more exact).
     engine_fp8_attention: bool = False
     # Batching: requests the engine runs at once, and how long an idle engine waits for
     # companions before it starts (seconds, at most 0.05).

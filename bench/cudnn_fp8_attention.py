@@ -93,7 +93,7 @@ def measure_context(ctx: int, num_q: int, emit) -> None:
     torch) and FP8 (Fp8Attend); outputs against fp32 over the first 512 queries."""
     from engine.attention import AttentionMetadata
     from engine.attention.cudnn_fp8 import Fp8Attend
-    from engine.attention.cudnn_split import CudnnSplitBackend
+    from engine.attention.cudnn_split import CudnnSplitBackend, cudnn_attend
 
     torch.manual_seed(1)
     start = ctx - num_q
@@ -115,7 +115,7 @@ def measure_context(ctx: int, num_q: int, emit) -> None:
     device = torch.device("cuda")
     backends = {
         "bf16-split": CudnnSplitBackend(device),
-        "fp8-split": CudnnSplitBackend(device, attend=Fp8Attend()),
+        "fp8-split": CudnnSplitBackend(device, attend=Fp8Attend(fallback=cudnn_attend)),
     }
     for name, backend in backends.items():
 

@@ -96,9 +96,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fp8-attention",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="with --kv-dtype fp8: long chunks attend in FP8 through cuDNN (EngineConfig."
-        "fp8_attention); --no-fp8-attention widens the pages to bf16 for the attention",
+        default=False,
+        help="with --kv-dtype fp8 and the cudnn backend: long chunks attend in FP8 through cuDNN "
+        "(EngineConfig.fp8_attention); the default, as the engine's, attends in bf16",
     )
     parser.add_argument(
         "--memory-cap-gib", type=float, help="CUDA: what torch may allocate in this process"

@@ -6,15 +6,16 @@ built on first use, that takes over requests which do not fit the first.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from engine.attention import select_backend
+from engine.attention import AttentionBackend, select_backend
 from engine.attention.cudnn_fp8 import Fp8Attend, is_fp8_attention_available
-from engine.attention.cudnn_split import CudnnSplitBackend, efficient_attend
+from engine.attention.cudnn_split import CudnnSplitBackend, cudnn_attend, efficient_attend
 from engine.attention.fp8_kv import SCALE_BYTES, Fp8KVBackend, scratch_bytes
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
@@ -27,6 +28,8 @@ from engine.loader import load_model
 from engine.model_runner import ModelRunner
 from engine.models.linear import CPU_MLP_MAX_ROWS, cpu_linear_fn
 from engine.scheduler import Scheduler, SchedulerConfig
+
+logger = logging.getLogger(__name__)
 
 MAIN, CPU = "main", "cpu"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -129,12 +132,9 @@ def build_placement(
     backend = select_backend(
         backend_name, device, block_size=config.block_size, dtype=dtype, head_dim=args.head_dim
     )
+    if kv_fp8 and config.fp8_attention:
+        backend = _with_fp8_attention(backend, device)
     if kv_fp8:
-        if config.fp8_attention and backend.name == "cudnn" and is_fp8_attention_available(device):
-            # Long chunks' two dense calls in FP8 (engine/attention/cudnn_fp8.py); short ones
-            # keep the memory-efficient kernel, as in bf16.
-            backend = CudnnSplitBackend(device, attend=Fp8Attend(), short_attend=efficient_attend)
-            backend.name = "cudnn+fp8"
         backend = Fp8KVBackend(backend)
     if config.compile and device.type == "cuda":
         model.compile_layers()
@@ -213,3 +213,22 @@ def _step_budget(
     )
     # 0 means "even the minimum looks too big": try it anyway, a real OOM decides.
     return max(planned, config.min_chunk_size)
+
+
+def _with_fp8_attention(backend: AttentionBackend, device: torch.device) -> AttentionBackend:
+    """The cuDNN split backend with FP8 attention for long chunks' two dense calls (engine/
+    attention/cudnn_fp8.py; short chunks keep the memory-efficient kernel, as in bf16), where it
+    can run; else `backend`, and the reason logged once."""
+    if backend.name != "cudnn":
+        reason = f"it runs with the cudnn attention backend, not {backend.name}"
+    elif not is_fp8_attention_available(device):
+        reason = "cuDNN's FP8 attention does not run here (a Hopper or newer GPU and the "
+        reason += "nvidia-cudnn-frontend package are needed)"
+    else:
+        fp8 = CudnnSplitBackend(
+            device, attend=Fp8Attend(fallback=cudnn_attend), short_attend=efficient_attend
+        )
+        fp8.name = "cudnn+fp8"
+        return fp8
+    logger.warning("fp8_attention is on but unused: %s.", reason)
+    return backend

@@ -42,7 +42,9 @@ class ReferenceGraph:
 
     built: ClassVar[list] = []
 
-    def __init__(self, batch, num_heads, num_q, num_kv_heads, num_k, head_dim, causal, out_dtype):
+    def __init__(
+        self, batch, num_heads, num_q, num_kv_heads, num_k, head_dim, causal, out_dtype, device
+    ):
         ReferenceGraph.built.append((num_q, num_k, causal))
         self.causal, self.out_dtype, self.group = causal, out_dtype, num_heads // num_kv_heads
 
@@ -61,9 +63,9 @@ class ReferenceGraph:
         return out.to(self.out_dtype), lse
 
 
-def _run(backend, q, k, v, table, chunks):
-    k_cache = torch.zeros(16, BLOCK_SIZE, KV, D)
-    v_cache = torch.zeros(16, BLOCK_SIZE, KV, D)
+def _run(backend, q, k, v, table, chunks, num_blocks: int = 16):
+    k_cache = torch.zeros(num_blocks, BLOCK_SIZE, KV, D)
+    v_cache = torch.zeros(num_blocks, BLOCK_SIZE, KV, D)
     outs = []
     for start, end in chunks:
         positions = torch.arange(start, end)
@@ -99,7 +101,9 @@ def test_split_backend_attends_in_fp8_within_its_roundings() -> None:
     chunks = [(0, 9), (9, 17), (17, 26)]
     ReferenceGraph.built = []
     fp8 = CudnnSplitBackend(
-        torch.device("cpu"), attend=Fp8Attend(graph_factory=ReferenceGraph), num_sms=1
+        torch.device("cpu"),
+        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph),
+        num_sms=1,
     )
     exact = CudnnSplitBackend(torch.device("cpu"), attend=math_attend, num_sms=1)
     ours, expected = _run(fp8, q, k, v, table, chunks), _run(exact, q, k, v, table, chunks)
@@ -113,12 +117,63 @@ def test_split_backend_attends_in_fp8_within_its_roundings() -> None:
 
 def test_one_plan_per_shape() -> None:
     ReferenceGraph.built = []
-    attend = Fp8Attend(graph_factory=ReferenceGraph)
+    attend = Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph)
     q, kv = torch.randn(1, H, 12, D), torch.randn(1, KV, 30, D)
     for _ in range(3):
         attend(q, kv, kv, False)
     attend(q, q, q, True)
     assert ReferenceGraph.built == [(12, 30, False), (12, 12, True)]
+
+
+def test_a_shape_cudnn_declines_goes_to_the_fallback_once() -> None:
+    """A graph cuDNN will not plan: the call goes to the bf16 kernel (the same numbers), and the
+    shape is not built again."""
+    tried = []
+
+    def declining(*key):
+        tried.append(key)
+        raise RuntimeError("no engine proposed a plan for this graph")
+
+    attend = Fp8Attend(fallback=math_attend, graph_factory=declining)
+    q, kv = torch.randn(1, H, 12, D), torch.randn(1, H, 30, D)  # as the split backend calls it
+    for _ in range(2):
+        out, lse = attend(q, kv, kv, False)
+        expected, expected_lse = math_attend(q, kv, kv, False)
+        assert torch.equal(out, expected) and torch.equal(lse, expected_lse)
+    assert len(tried) == 1
+
+
+def test_long_chunks_padded_and_prefix_splits_in_fp8() -> None:
+    """Chunks past SHORT_CHUNK_QUERIES (padded to the query bucket) and a short one after a long
+    prefix (its keys split as a batch for idle SMs) through Fp8Attend: within the roundings'
+    bound of the exact split, the FP8 graphs built with those shapes (batch > 1 for the splits)."""
+    from engine.attention.cudnn_split import QUERY_BUCKET, SHORT_CHUNK_QUERIES
+
+    torch.manual_seed(3)
+    num_tokens = 2700
+    q, k, v = (
+        torch.randn(num_tokens, H, D),
+        torch.randn(num_tokens, KV, D),
+        torch.randn(num_tokens, KV, D),
+    )
+    table = torch.arange(-(-num_tokens // BLOCK_SIZE), dtype=torch.int32)
+    chunks = [(0, 1300), (1300, 2400), (2400, 2700)]
+    ReferenceGraph.built = []
+    fp8 = CudnnSplitBackend(
+        torch.device("cpu"),
+        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph),
+        num_sms=64,
+    )
+    exact = CudnnSplitBackend(torch.device("cpu"), attend=math_attend, num_sms=64)
+    ours = _run(fp8, q, k, v, table, chunks, num_blocks=len(table))
+    expected = _run(exact, q, k, v, table, chunks, num_blocks=len(table))
+    err = ((ours - expected).norm() / expected.norm()).item()
+    assert 0 < err <= 3 * E4M3_RELATIVE / math.sqrt(3), err
+    padded = -(-1300 // QUERY_BUCKET) * QUERY_BUCKET
+    assert (padded, padded, True) in ReferenceGraph.built  # the first chunk, padded
+    # The last chunk (long too: padded to 512) has 4 x 512 folded rows a KV head, 32 programs for
+    # 64 SMs, so its 2400 prefix keys go as 2 splits of 1200, a batch of 2 in one call.
+    assert SHORT_CHUNK_QUERIES < 300 and (4 * 512, 1200, False) in ReferenceGraph.built
 
 
 def _cudnn_fp8_ready() -> bool:
@@ -138,20 +193,23 @@ needs_cudnn_fp8 = pytest.mark.skipif(
 @needs_cudnn_fp8
 @pytest.mark.parametrize("causal", [False, True])
 def test_cudnn_graph_matches_fp32_attention_cuda(causal: bool) -> None:
-    """cuDNN's sdpa_fp8 against fp32 attention over the same E4M3 inputs (grouped heads without
-    a mask, as the prefix part; as many KV heads as query heads under the causal mask, as the
-    chunk itself): within two E4M3 roundings (P's and the output's, 2**-4 each), log-sum-exps
-    within 1e-3."""
+    """cuDNN's sdpa_fp8 against fp32 attention over the same E4M3 inputs, called as the split
+    backend calls it: the prefix part (query heads folded onto 2 KV heads, its keys split as a
+    batch of 2) without a mask, the chunk itself (8 heads) causal. Within two E4M3 roundings
+    (P's and the output's, 2**-4 each); log-sum-exps within 1e-3."""
     torch.manual_seed(0)
-    kv_heads, num_k = (8, 512) if causal else (2, 1536)
-    q = torch.randn(1, 8, 512, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(1, kv_heads, num_k, 128, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(1, kv_heads, num_k, 128, device="cuda", dtype=torch.bfloat16)
-    out, lse = Fp8Attend()(q, k, v, causal)
-    reference = ReferenceGraph(1, 8, 512, kv_heads, num_k, 128, causal, torch.float32)
-    expected, expected_lse = reference(
-        *(tuple(t.cpu() for t in quantize_tensor(x)) for x in (q, k, v))
-    )
+    batch, heads, num_q, num_k = (1, 8, 512, 512) if causal else (2, 2, 2048, 768)
+    q = torch.randn(batch, heads, num_q, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, heads, num_k, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(batch, heads, num_k, 128, device="cuda", dtype=torch.bfloat16)
+
+    def declined(*_args):
+        raise AssertionError("cuDNN declined a shape the engine uses")
+
+    out, lse = Fp8Attend(fallback=declined)(q, k, v, causal)
+    reference = ReferenceGraph(batch, heads, num_q, heads, num_k, 128, causal, torch.float32, None)
+    inputs = (tuple(t.cpu() for t in quantize_tensor(x)) for x in (q, k, v))
+    expected, expected_lse = reference(*inputs)
     assert out.dtype == torch.bfloat16 and out.shape == q.shape
     err = ((out.float().cpu() - expected).norm() / expected.norm()).item()
     assert err <= 2 * E4M3_RELATIVE, err
@@ -221,7 +279,10 @@ def test_fused_quantize_builds_for_hopper() -> None:
     assert {d for d in divisions if d.endswith(".f32")} == {"div.rn.f32"}, divisions
 
 
-@needs_cudnn_fp8
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or not torch.cuda.is_available(),
+    reason="needs a CUDA device (and triton)",
+)
 def test_fused_quantize_matches_the_torch_path_cuda() -> None:
     from tests.engine.run_cudnn_fp8_quantize_interpreted import SHAPES, check
 
