@@ -24,7 +24,6 @@ def _quantize_kernel(
     x_ptr,  # [B, N, L, D], any strides but a contiguous D
     descale_ptr,  # [1] fp32
     out_ptr,  # [B, L, N, D] float8_e4m3fn, contiguous
-    num_rows,  # B * L
     seq_len,
     stride_xb,
     stride_xn,
@@ -66,7 +65,7 @@ def quantize_fused(x: torch.Tensor, descale: torch.Tensor) -> torch.Tensor:
         return out
     with on_device(x.device):
         _quantize_kernel[(batch * seq_len,)](
-            x, descale, out, batch * seq_len, seq_len,
+            x, descale, out, seq_len,
             x.stride(0), x.stride(1), x.stride(2), FP8_MAX,
             NUM_HEADS=num_heads,
             HEADS_PAD=triton.next_power_of_2(num_heads),

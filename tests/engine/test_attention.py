@@ -22,10 +22,14 @@ def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) ->
     return torch.einsum("htc,chd->thd", scores.softmax(-1), v)
 
 
-def _run_chunks(backend, chunk_bounds, block_table, seq_k, seq_v, seq_q) -> list[torch.Tensor]:
-    k_cache = torch.zeros(16, BLOCK_SIZE, KV, D)
-    v_cache = torch.zeros(16, BLOCK_SIZE, KV, D)
-    table = torch.tensor(block_table, dtype=torch.int32)
+def _run_chunks(
+    backend, chunk_bounds, block_table, seq_k, seq_v, seq_q, num_blocks: int = 16
+) -> list[torch.Tensor]:
+    """Each chunk of the sequence through backend.prepare and forward over a zeroed paged cache
+    (blocks of BLOCK_SIZE, KV heads and head dim those of seq_k) -> the chunks' outputs."""
+    k_cache = torch.zeros(num_blocks, BLOCK_SIZE, *seq_k.shape[1:])
+    v_cache = torch.zeros(num_blocks, BLOCK_SIZE, *seq_v.shape[1:])
+    table = torch.as_tensor(block_table, dtype=torch.int32)
     outs = []
     for start, end in chunk_bounds:
         positions = torch.arange(start, end)

@@ -14,13 +14,12 @@ from typing import ClassVar
 import pytest
 import torch
 
-from engine.attention import AttentionMetadata
 from engine.attention.cudnn_fp8 import Fp8Attend, quantize_tensor
 from engine.attention.cudnn_split import CudnnSplitBackend, math_attend
 from engine.models.fp8 import FP8_DTYPE
+from tests.engine.test_attention import BLOCK_SIZE, _run_chunks
 from tests.engine.test_fp8_kv import E4M3_RELATIVE, E4M3_SUBNORMAL_STEP
 
-BLOCK_SIZE = 4
 H, KV, D = 8, 2, 32
 
 
@@ -63,25 +62,21 @@ class ReferenceGraph:
         return out.to(self.out_dtype), lse
 
 
-def _run(backend, q, k, v, table, chunks, num_blocks: int = 16):
-    k_cache = torch.zeros(num_blocks, BLOCK_SIZE, KV, D)
-    v_cache = torch.zeros(num_blocks, BLOCK_SIZE, KV, D)
-    outs = []
-    for start, end in chunks:
-        positions = torch.arange(start, end)
-        slots = table[positions // BLOCK_SIZE].long() * BLOCK_SIZE + positions % BLOCK_SIZE
-        meta = AttentionMetadata(
-            start=start,
-            num_query_tokens=end - start,
-            slot_mapping=slots,
-            block_table=table,
-            block_size=BLOCK_SIZE,
-        )
-        meta = backend.prepare(meta)
-        outs.append(
-            backend.forward(q[start:end], k[start:end], v[start:end], k_cache, v_cache, meta)
-        )
-    return torch.cat(outs)
+def _fp8_against_exact(q, k, v, table, chunks, *, num_sms: int) -> float:
+    """The chunks through the split backend with Fp8Attend (ReferenceGraph standing in for
+    cuDNN) and with exact attention: the relative L2 error of the first against the second."""
+    fp8 = CudnnSplitBackend(
+        torch.device("cpu"),
+        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph),
+        num_sms=num_sms,
+    )
+    exact = CudnnSplitBackend(torch.device("cpu"), attend=math_attend, num_sms=num_sms)
+    num_blocks = max(16, len(table))
+    ours, expected = (
+        torch.cat(_run_chunks(backend, chunks, table, k, v, q, num_blocks))
+        for backend in (fp8, exact)
+    )
+    return ((ours - expected).norm() / expected.norm()).item()
 
 
 def test_split_backend_attends_in_fp8_within_its_roundings() -> None:
@@ -100,14 +95,7 @@ def test_split_backend_attends_in_fp8_within_its_roundings() -> None:
     table = torch.tensor([9, 2, 14, 0, 5, 11, 7], dtype=torch.int32)
     chunks = [(0, 9), (9, 17), (17, 26)]
     ReferenceGraph.built = []
-    fp8 = CudnnSplitBackend(
-        torch.device("cpu"),
-        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph),
-        num_sms=1,
-    )
-    exact = CudnnSplitBackend(torch.device("cpu"), attend=math_attend, num_sms=1)
-    ours, expected = _run(fp8, q, k, v, table, chunks), _run(exact, q, k, v, table, chunks)
-    err = ((ours - expected).norm() / expected.norm()).item()
+    err = _fp8_against_exact(q, k, v, table, chunks, num_sms=1)
     assert 0 < err <= 3 * E4M3_RELATIVE / math.sqrt(3), err
     # The first chunk: its square alone; the next two: a square of 8 and 9 and a prefix of 9, 17.
     assert sorted(set(ReferenceGraph.built)) == sorted(
@@ -159,15 +147,7 @@ def test_long_chunks_padded_and_prefix_splits_in_fp8() -> None:
     table = torch.arange(-(-num_tokens // BLOCK_SIZE), dtype=torch.int32)
     chunks = [(0, 1300), (1300, 2400), (2400, 2700)]
     ReferenceGraph.built = []
-    fp8 = CudnnSplitBackend(
-        torch.device("cpu"),
-        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph),
-        num_sms=64,
-    )
-    exact = CudnnSplitBackend(torch.device("cpu"), attend=math_attend, num_sms=64)
-    ours = _run(fp8, q, k, v, table, chunks, num_blocks=len(table))
-    expected = _run(exact, q, k, v, table, chunks, num_blocks=len(table))
-    err = ((ours - expected).norm() / expected.norm()).item()
+    err = _fp8_against_exact(q, k, v, table, chunks, num_sms=64)
     assert 0 < err <= 3 * E4M3_RELATIVE / math.sqrt(3), err
     padded = -(-1300 // QUERY_BUCKET) * QUERY_BUCKET
     assert (padded, padded, True) in ReferenceGraph.built  # the first chunk, padded
