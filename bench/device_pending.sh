@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|24] bash bench/device_pending.sh OUT_DIR   (the device tool returns 8 files: tar OUT_DIR)
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
+# install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
+# MarkupSafe) and cuDNN's frontend.
 # The label and the KV cache follow the card: h200 (72 GiB of KV) or h100 (40 GiB: 64 streams of
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
@@ -11,7 +14,7 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
 else
     label=h100 kv_gib=${KV_GIB:-40}
 fi
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl-serve/*.whl >/dev/null 2>&1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site "${WHEELS:-.whl-serve}"/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 step() {  # step SECONDS NAME COMMAND...
     local limit=$1 name=$2
@@ -63,23 +66,24 @@ fi
 if [ "${ONLY:-}" = 23b ]; then
     # Issue 23 on an H200 (its targets): the 70B shape (70 GB of FP8 weights beside a 40 GiB
     # cache), the 128K prompt with FP8 weights and KV with and without FP8 attention (the
-    # cuDNN frontend wheel carried in .whl-serve), the one-row products' tiles for the 8B and
-    # the 70B, the 8B in FP8 end to end.
+    # cuDNN frontend wheel carried), the one-row products' tiles for the 8B and the 70B, the
+    # 8B in FP8 end to end (SHORT=1 leaves it out).
     if [ "$label" != h200 ]; then
         echo "ONLY=23b measures the H200's targets: this is $label"
         exit 0
     fi
-    parts=(single long)
-    [ -n "${SHORT:-}" ] && parts=(single)
-    step 100 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
-        --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts "${parts[@]}" \
+    # First the FP8 attention's GPU tests (its review's changes had not run on a GPU).
+    step 60 cudnn-fp8-tests python3 -m pytest tests/engine/test_cudnn_fp8.py -q -o addopts=
+    # The 70B's parts, the latency table last (its log keeps each part's row if time runs out).
+    step 200 gen-70b python3 bench/generate.py --device cuda --shape llama3-70b-random \
+        --weights fp8 --kv-dtype fp8 --kv-gib 40 --max-num-seqs 32 --parts single long latency \
         --label "$label.70b-fp8" --out-dir "$out"
     for attn in fp8-attention no-fp8-attention; do
         step 80 "prefill-$attn" python3 bench/prefill.py --device cuda --tokens 131072 \
             --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
             --"$attn" --out "$out" --label "$label.fp8-24gib.$attn"
     done
-    step 80 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 70 \
+    step 100 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 90 \
         --kinds default gemv --shapes gate_up_70b down_70b qkv_70b o_70b qkv o gate_up down \
         --out "$out/fp8_matmul_sweep_$label.gemv.json"
     [ -z "${SHORT:-}" ] && step 80 gen-fp8 python3 bench/generate.py --device cuda \

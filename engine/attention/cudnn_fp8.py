@@ -44,6 +44,13 @@ O_HEADROOM = 1.0 + 2.0**-4
 # Built graphs kept per Fp8Attend (least recently used dropped): a plan per shape, and a new
 # prefix length after a cached document is a new shape.
 MAX_GRAPHS = 64
+# A call with fewer keys than this goes to the bf16 kernel: rounding Q, K and V costs more than
+# the FP8 kernel saves there. On an H100 an 8K chunk after 8K keys took 3.43 ms in FP8 against
+# 3.02 in bf16, after 120K keys 20.3 against 28.0 (bench/results/fp8_h100.md): level near 14K.
+# It also keeps FP8's rounding of the softmax's weights out of short documents, where it buys
+# nothing (bench/results/fp8_retrieval_h100.fp8-attention.md: with every call in FP8 the
+# first answer token's logits moved 1-9% against the unquantized cache, the FP8 cache alone 1-2%).
+MIN_FP8_KEYS = 16384
 
 
 def quantize_tensor(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -224,16 +231,26 @@ class Fp8Attend:
     -> (out [B, N, L, D] in q's dtype, lse [B, N, L] fp32), in FP8: each of q, k and v rounded to
     E4M3 against its own scale, then one cuDNN graph, built once per shape (the last MAX_GRAPHS
     kept). A shape cuDNN will not plan (its errors at build time) goes to `fallback`, the
-    split backend's bf16 kernel, and is not asked again."""
+    split backend's bf16 kernel, and is not asked again; so does a call of fewer than
+    `min_keys` keys (MIN_FP8_KEYS: where FP8 does not pay)."""
 
-    def __init__(self, fallback: AttendFn, graph_factory: GraphFactory | None = None) -> None:
+    def __init__(
+        self,
+        fallback: AttendFn,
+        graph_factory: GraphFactory | None = None,
+        *,
+        min_keys: int | None = None,
+    ) -> None:
         self._fallback = fallback
         self._graph_factory = graph_factory or _cudnn_graph
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
+        self.min_keys = MIN_FP8_KEYS if min_keys is None else min_keys
 
     def __call__(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if k.shape[2] < self.min_keys:
+            return self._fallback(q, k, v, is_causal)
         batch, num_heads, num_q, head_dim = q.shape
         key = (
             batch,
@@ -275,7 +292,7 @@ def is_fp8_attention_available(device: torch.device) -> bool:
         def declined(*_args):
             raise RuntimeError("declined")
 
-        attend = Fp8Attend(fallback=declined)
+        attend = Fp8Attend(fallback=declined, min_keys=0)
         q = torch.randn(2, 2, 128, 128, device=device, dtype=torch.bfloat16)
         kv = torch.randn(2, 2, 256, 128, device=device, dtype=torch.bfloat16)
         results = [attend(q, kv, kv, False), attend(q[:1], q[:1], q[:1], True)]

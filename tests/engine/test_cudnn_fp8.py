@@ -14,7 +14,8 @@ from typing import ClassVar
 import pytest
 import torch
 
-from engine.attention.cudnn_fp8 import Fp8Attend, quantize_tensor
+from engine.attention import cudnn_fp8
+from engine.attention.cudnn_fp8 import MIN_FP8_KEYS, Fp8Attend, quantize_tensor
 from engine.attention.cudnn_split import CudnnSplitBackend, math_attend
 from engine.models.fp8 import FP8_DTYPE
 from tests.engine.test_attention import BLOCK_SIZE, _run_chunks
@@ -67,7 +68,7 @@ def _fp8_against_exact(q, k, v, table, chunks, *, num_sms: int) -> float:
     cuDNN) and with exact attention: the relative L2 error of the first against the second."""
     fp8 = CudnnSplitBackend(
         torch.device("cpu"),
-        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph),
+        attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph, min_keys=0),
         num_sms=num_sms,
     )
     exact = CudnnSplitBackend(torch.device("cpu"), attend=math_attend, num_sms=num_sms)
@@ -105,12 +106,27 @@ def test_split_backend_attends_in_fp8_within_its_roundings() -> None:
 
 def test_one_plan_per_shape() -> None:
     ReferenceGraph.built = []
-    attend = Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph)
+    attend = Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph, min_keys=0)
     q, kv = torch.randn(1, H, 12, D), torch.randn(1, KV, 30, D)
     for _ in range(3):
         attend(q, kv, kv, False)
     attend(q, q, q, True)
     assert ReferenceGraph.built == [(12, 30, False), (12, 12, True)]
+
+
+def test_calls_with_few_keys_stay_in_bf16() -> None:
+    """Below min_keys (default MIN_FP8_KEYS, where FP8 stops paying) a call goes to the bf16
+    kernel as it is, and no graph is built for it; from min_keys on, FP8."""
+    ReferenceGraph.built = []
+    attend = Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph, min_keys=30)
+    assert Fp8Attend(fallback=math_attend).min_keys == MIN_FP8_KEYS
+    q, short, long = torch.randn(1, H, 12, D), torch.randn(1, H, 29, D), torch.randn(1, H, 30, D)
+    out, lse = attend(q, short, short, False)
+    expected, expected_lse = math_attend(q, short, short, False)
+    assert torch.equal(out, expected) and torch.equal(lse, expected_lse)
+    assert ReferenceGraph.built == []
+    attend(q, long, long, False)
+    assert ReferenceGraph.built == [(12, 30, False)]  # (queries, keys, causal)
 
 
 def test_a_shape_cudnn_declines_goes_to_the_fallback_once() -> None:
@@ -122,7 +138,7 @@ def test_a_shape_cudnn_declines_goes_to_the_fallback_once() -> None:
         tried.append(key)
         raise RuntimeError("no engine proposed a plan for this graph")
 
-    attend = Fp8Attend(fallback=math_attend, graph_factory=declining)
+    attend = Fp8Attend(fallback=math_attend, graph_factory=declining, min_keys=0)
     q, kv = torch.randn(1, H, 12, D), torch.randn(1, H, 30, D)  # as the split backend calls it
     for _ in range(2):
         out, lse = attend(q, kv, kv, False)
@@ -186,7 +202,7 @@ def test_cudnn_graph_matches_fp32_attention_cuda(causal: bool) -> None:
     def declined(*_args):
         raise AssertionError("cuDNN declined a shape the engine uses")
 
-    out, lse = Fp8Attend(fallback=declined)(q, k, v, causal)
+    out, lse = Fp8Attend(fallback=declined, min_keys=0)(q, k, v, causal)
     reference = ReferenceGraph(batch, heads, num_q, heads, num_k, 128, causal, torch.float32, None)
     inputs = (tuple(t.cpu() for t in quantize_tensor(x)) for x in (q, k, v))
     expected, expected_lse = reference(*inputs)
@@ -197,7 +213,7 @@ def test_cudnn_graph_matches_fp32_attention_cuda(causal: bool) -> None:
 
 
 @needs_cudnn_fp8
-def test_engine_prefills_long_chunks_in_fp8_cuda(tmp_path) -> None:
+def test_engine_prefills_long_chunks_in_fp8_cuda(tmp_path, monkeypatch) -> None:
     """The engine with the FP8 cache and fp8_attention: chunks of 512 queries go through cuDNN's
     FP8 attention (a model of head dim 128), and the prefill's logits stay within twice the FP8
     cache's allowance of the unquantized cache's: the cache rounds K and V once; FP8 attention
@@ -205,6 +221,8 @@ def test_engine_prefills_long_chunks_in_fp8_cuda(tmp_path) -> None:
     about sqrt(7 / 2) < 2 times the error if independent."""
     from tests.engine.conftest import save_tiny_model, tiny_engine
     from tests.engine.test_fp8_kv import LOGITS_REL_L2, _prompt, _rel_l2
+
+    monkeypatch.setattr(cudnn_fp8, "MIN_FP8_KEYS", 0)  # this model's chunks are short
 
     # Weights of std 0.035: test_fp8_kv's 0.1 at width 64, scaled by sqrt(64 / 512) to this
     # width (at 0.1 this wider model is chaotic: the FP8 cache alone moved its logits 21%).
