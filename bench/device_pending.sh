@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
 # (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
 # install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
 # MarkupSafe) and cuDNN's frontend.
@@ -124,4 +124,52 @@ if [ "${ONLY:-}" = 23e ]; then
     step 70 prefill-fp8-attention python3 bench/prefill.py --device cuda --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
         --fp8-attention --out "$out" --label "$label.fp8-24gib.fp8-attention"
+fi
+if [ "${ONLY:-}" = 23f ]; then
+    # Issue 23: programmatic dependent launch (EngineConfig.pdl). Its GPU tests (the same tokens
+    # with and without it, eager and compiled), then one stream A/B on this card: the 8B in FP8
+    # compiled, the 70B in FP8 eager (H200 only), then the 128K FP8 prompt with FP8 attention
+    # for calls of 16K keys and more.
+    step 150 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
+        tests/engine/test_paged_decode.py -q -o addopts= -k "programmatic or compiles or hopper"
+    for pdl in no-pdl pdl; do
+        flag=()
+        [ "$pdl" = pdl ] && flag=(--pdl)
+        step 150 "gen-fp8-compile-$pdl" python3 bench/generate.py --device cuda --weights fp8 \
+            --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+            --label "$label.fp8.compile.$pdl" "${flag[@]}"
+    done
+    if [ "$label" = h200 ]; then
+        for pdl in no-pdl pdl; do
+            flag=()
+            [ "$pdl" = pdl ] && flag=(--pdl)
+            step 90 "gen-70b-$pdl" python3 bench/generate.py --device cuda \
+                --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+                --max-num-seqs 32 --parts single --out-dir "$out" \
+                --label "$label.70b-fp8.$pdl" "${flag[@]}"
+        done
+    fi
+    step 80 prefill-fp8-attention python3 bench/prefill.py --device cuda --tokens 131072 \
+        --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
+        --fp8-attention --out "$out" --label "$label.fp8-24gib.fp8-attention"
+fi
+if [ "${ONLY:-}" = 23g ]; then
+    # Issue 23, after 23f on the same machine: bf16 one stream compiled with and without PDL,
+    # the 70B's 32K prompt and latency table, the 8B in FP8 at 64 streams (compiled).
+    for pdl in no-pdl pdl; do
+        flag=()
+        [ "$pdl" = pdl ] && flag=(--pdl)
+        step 150 "gen-bf16-compile-$pdl" python3 bench/generate.py --device cuda \
+            --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
+            --label "$label.bf16.compile.$pdl" "${flag[@]}"
+    done
+    step 150 gen-fp8-compile-concurrent python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts concurrent --out-dir "$out" \
+        --label "$label.fp8.compile.concurrent" ${PDL:+--pdl}
+    if [ "$label" = h200 ]; then
+        step 170 gen-70b-latency python3 bench/generate.py --device cuda \
+            --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+            --max-num-seqs 32 --parts long latency --out-dir "$out" \
+            --label "$label.70b-fp8.latency" ${PDL:+--pdl}
+    fi
 fi

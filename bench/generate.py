@@ -61,6 +61,7 @@ from bench._models import (  # noqa: E402
 )
 from bench._report import hardware  # noqa: E402
 from engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
+from engine.device_guard import is_programmatic_launch_on  # noqa: E402
 
 GPU_PARTS = ("hf", "single", "concurrent", "hier", "question", "prefill")
 EXTRA_GPU_PARTS = ("latency", "long")
@@ -91,6 +92,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="those kernels from 2 rows with FP8 activations (EngineConfig.fp8_w8a8_decode)",
+    )
+    parser.add_argument(
+        "--pdl",
+        action="store_true",
+        help="programmatic dependent launch for decode's kernels (EngineConfig.pdl; Hopper+)",
     )
     parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")
     parser.add_argument("--max-num-seqs", type=int, default=64)
@@ -448,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             kv_dtype=args.kv_dtype,
             fp8_small_batch_kernel=args.fp8_small_batch_kernel,
             fp8_w8a8_decode=args.fp8_w8a8_decode,
+            pdl=args.pdl,
         )
         if args.weights == "fp8" and "hf" not in parts:
             # FP8 weights built directly (the 70B does not fit in bf16); no transformers model.
@@ -493,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         "kv_dtype": args.kv_dtype,
         "fp8_small_batch_kernel": args.fp8_small_batch_kernel,
         "fp8_w8a8_decode": args.fp8_w8a8_decode,
+        "pdl": is_programmatic_launch_on(),
     }
     print("engine:", json.dumps(results["engine"]), flush=True)
     runners = {

@@ -63,6 +63,12 @@ class EngineConfig:
     # engine/attention/cudnn_fp8.py): Q, K, V, the softmax's weights and (on Hopper) the output
     # rounded to E4M3. False: the attention in the model's dtype.
     fp8_attention: bool = False
+    # Programmatic dependent launch on Hopper or newer (engine/device_guard.py): decode's kernels
+    # (the one-row FP8 GEMV, the paged decode attention, and torch.compile's kernels with
+    # compile) may start while the kernel before them finishes, the GEMV loading its first
+    # weights meanwhile. Process-wide: on for every engine of the process once one turns it on.
+    # Off: each kernel waits for the one before it to end.
+    pdl: bool = False
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
     kv_cache_memory_fraction: float = 0.9

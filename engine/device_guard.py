@@ -39,3 +39,44 @@ def sm_count(device: torch.device) -> int:
     if device.type != "cuda":
         return INTERPRETER_NUM_SMS
     return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+# Programmatic dependent launch (Hopper and newer; EngineConfig.pdl): the kernels launched with it
+# may start while the kernel before them in the stream finishes, and wait (griddepcontrol.wait)
+# before they read what earlier kernels wrote or write anything; what no kernel of the step writes
+# (weights) they may read before. Process-wide, as torch.compile's own switch for the kernels it
+# generates (torch._inductor.config.triton.enable_pdl), which set_programmatic_launch sets too.
+_PROGRAMMATIC_LAUNCH = {"on": False}
+
+
+def set_programmatic_launch(device: torch.device, on: bool) -> bool:
+    """Turn programmatic dependent launch on (where it runs: a CUDA device of compute capability
+    9.0 or newer, and Triton) or off, for our decode kernels and torch.compile's; -> whether it
+    is on."""
+    on = bool(
+        on
+        and device.type == "cuda"
+        and torch.cuda.get_device_capability(device)[0] >= 9
+        and triton_module("triton.language") is not None
+    )
+    _PROGRAMMATIC_LAUNCH["on"] = on
+    if on:  # off leaves torch.compile's switch as the process set it (TORCHINDUCTOR_ENABLE_PDL)
+        with contextlib.suppress(ImportError, AttributeError):
+            import torch._inductor.config as inductor_config
+
+            if hasattr(inductor_config.triton, "enable_pdl"):
+                inductor_config.triton.enable_pdl = True
+    return on
+
+
+def is_programmatic_launch_on() -> bool:
+    """Whether our kernels launch with programmatic dependent launch in this process."""
+    return _PROGRAMMATIC_LAUNCH["on"]
+
+
+def launch_options() -> dict[str, bool]:
+    """A PDL-aware kernel's launch keywords: its USE_PDL constexpr, and Triton's launch_pdl
+    where programmatic dependent launch is on."""
+    if _PROGRAMMATIC_LAUNCH["on"]:
+        return {"USE_PDL": True, "launch_pdl": True}
+    return {"USE_PDL": False}

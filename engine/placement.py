@@ -20,6 +20,7 @@ from engine.attention.fp8_kv import SCALE_BYTES, Fp8KVBackend, scratch_bytes
 from engine.block_manager import BlockManager
 from engine.chunk_planner import ModelShape, plan_chunk_size
 from engine.config import DTYPE_NUM_BYTES, EngineConfig
+from engine.device_guard import set_programmatic_launch
 from engine.device_memory import free_bytes
 from engine.errors import EngineError
 from engine.kv_cache import KVCache, plan_num_blocks
@@ -80,6 +81,8 @@ def build_placement(
     max_model_len: int | None,
     state_dict: Mapping[str, torch.Tensor] | None = None,
 ) -> Placement:
+    if config.pdl:  # before the model loads: prebuild compiles the kernels as they will launch
+        set_programmatic_launch(device, True)
     model, args = load_model(
         checkpoint_dir,
         device=device,

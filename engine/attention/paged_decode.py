@@ -20,7 +20,7 @@ from types import ModuleType
 
 import torch
 
-from engine.device_guard import on_device, sm_count, triton_module
+from engine.device_guard import launch_options, on_device, sm_count, triton_module
 from engine.errors import EngineError
 
 LOG2_E = 1.4426950408889634
@@ -266,6 +266,7 @@ def paged_decode_attention(
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
+            **launch_options(),
         )  # fmt: skip
         if not single:
             kernels._merge_splits_kernel[(batch_size, num_heads)](
@@ -275,6 +276,7 @@ def paged_decode_attention(
                 SPLITS_PAD=_next_power_of_2(num_splits),
                 # all of a head's partial rows sit in registers: more warps for many splits
                 num_warps=4 if num_splits * block_d <= 4096 else 8,
+                **launch_options(),
             )  # fmt: skip
     return out
 

@@ -60,7 +60,10 @@ def _paged_decode_split_kernel(
     KV_FP8: tl.constexpr,
     FP16_DOTS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # programmatic dependent launch: q and this step's K/V slot come from kernels
+        tl.extra.cuda.gdc_wait()  # before this one; nothing is read before they finish
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -176,6 +179,8 @@ def _paged_decode_split_kernel(
         acc = acc * alpha[:, None] + update
         m_i = m_new
 
+    if USE_PDL:  # the next kernel may launch now: it waits for this one to finish
+        tl.extra.cuda.gdc_launch_dependents()
     # An empty split (or a padding row, context 0) has l_i = 0: output 0, lse -inf.
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # [GROUP_PAD, BLOCK_D]
     out_mask = row_ok[:, None] & dim_ok[None, :]
@@ -199,7 +204,11 @@ def _merge_splits_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     SPLITS_PAD: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # a few programs: the next kernel may launch at once, and waits for this one
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     seq = tl.program_id(0)
     head = tl.program_id(1)
     num_heads = tl.num_programs(1)

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.device_guard import on_device, sm_count
+from engine.device_guard import launch_options, on_device, sm_count
 from engine.models.fp8_w8a8 import block_m, fp8_w8a8_matmul, split_output, sum_splits
 
 MAX_ROWS = 64  # the kernels take up to this many rows
@@ -119,13 +119,18 @@ def _fp8_weight_gemv_kernel(
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
     REDUCE_EACH_TILE: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """The same product without tensor cores, for one to a few rows: each program widens a
     [BLOCK_N, BLOCK_K] weight tile to fp32 and multiplies it by every row in registers (no row
     padding to 16), over its 1/SPLIT_K of K. One row keeps a [BLOCK_N, BLOCK_K] partial sum and
     reduces it once at the end; with REDUCE_EACH_TILE it reduces each tile's products instead
     (shuffles every tile, but a [BLOCK_N] sum where the other holds BLOCK_N * BLOCK_K: registers
-    for larger tiles, so more weight bytes in flight)."""
+    for larger tiles, so more weight bytes in flight).
+
+    USE_PDL (launched with programmatic dependent launch, engine/device_guard.py): one row's
+    first weight tile is loaded before the program waits for the kernel before it (weights are
+    no kernel's output), so that wait and the first loads overlap."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     ks = tl.arange(0, BLOCK_K)
@@ -140,7 +145,16 @@ def _fp8_weight_gemv_kernel(
         else:
             sums = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         w_rows = w_ptr + cols[:, None] * stride_wn
-        for k0 in range(k_start, k_end, BLOCK_K):
+        first = k_start
+        if USE_PDL:  # the first tile peeled: its weights loaded before the wait
+            k = k_start + ks
+            k_ok = k < k_end
+            w = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+            tl.extra.cuda.gdc_wait()
+            x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            sums = _gemv_tile(sums, w, x, REDUCE_EACH_TILE)
+            first = k_start + BLOCK_K
+        for k0 in range(first, k_end, BLOCK_K):
             k = k0 + ks
             k_ok = k < k_end
             x = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
@@ -149,16 +163,14 @@ def _fp8_weight_gemv_kernel(
                 mask=col_ok[:, None] & k_ok[None, :],
                 other=0.0,
             )
-            products = w.to(tl.float32) * x[None, :]
-            if REDUCE_EACH_TILE:
-                sums += tl.sum(products, axis=1)
-            else:
-                sums += products
+            sums = _gemv_tile(sums, w, x, REDUCE_EACH_TILE)
         if REDUCE_EACH_TILE:  # noqa: SIM108 (a compile-time branch)
             acc = sums[None, :]
         else:
             acc = tl.sum(sums, axis=1)[None, :]
     else:
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_start, k_end, BLOCK_K):
             k = k0 + ks
@@ -174,12 +186,24 @@ def _fp8_weight_gemv_kernel(
                 other=0.0,
             ).to(tl.float32)
             acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
+    if USE_PDL:  # the next kernel may launch now: it waits for this one to finish
+        tl.extra.cuda.gdc_launch_dependents()
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]
     offsets = out_ptr + rows[:, None] * stride_om + cols[None, :]
     if SPLIT_K > 1:  # each split its own slice of the partials
         offsets += tl.program_id(1) * stride_os
     tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+
+@triton.jit
+def _gemv_tile(sums, w, x, REDUCE_EACH_TILE: tl.constexpr):
+    """One weight tile [BLOCK_N, BLOCK_K] (E4M3) times one row's inputs [BLOCK_K] (fp32), added
+    to the program's sums."""
+    products = w.to(tl.float32) * x[None, :]
+    if REDUCE_EACH_TILE:
+        return sums + tl.sum(products, axis=1)
+    return sums + products
 
 
 def fp8_weight_gemv(
@@ -224,6 +248,7 @@ def fp8_weight_gemv(
             REDUCE_EACH_TILE=reduce_each_tile,
             num_warps=num_warps,
             num_stages=num_stages,
+            **launch_options(),
         )
     return out if split_k == 1 else sum_splits(out, x.dtype)
 

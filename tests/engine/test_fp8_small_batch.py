@@ -144,6 +144,7 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
             "BLOCK_M": 1,
             "BLOCK_K": config["block_k"],
             "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
+            "USE_PDL": False,
         }
     elif kind == "dot":
         fn = kernels._fp8_weight_matmul_kernel
@@ -164,6 +165,47 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
     if kind == "w8a8":
         assert re.search(r"wgmma\.mma_async\S*\.e4m3\.e4m3", ptx)
     assert built.metadata.shared <= 228 * 1024 // 2, built.metadata.shared
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+def test_gemv_with_programmatic_launch_builds_for_hopper() -> None:
+    """Launched with programmatic dependent launch (USE_PDL), the one-row GEMV built for sm_90
+    loads weights before it waits for the kernel before it (griddepcontrol.wait: the weights are
+    no kernel's output), and lets the next kernel launch (griddepcontrol.launch_dependents)
+    only after its loop, before its stores."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.models import fp8_small_batch as kernels
+
+    config = kernels.GEMV_CONFIG
+    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
+    constexprs = {
+        "BLOCK_M": 1,
+        "BLOCK_N": config["block_n"],
+        "BLOCK_K": config["block_k"],
+        "SPLIT_K": 1,
+        "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
+        "USE_PDL": True,
+    }
+    lines = (
+        _build_for_hopper(kernels._fp8_weight_gemv_kernel, kinds, constexprs, config)
+        .asm["ptx"]
+        .splitlines()
+    )
+    first = {
+        word: next(i for i, line in enumerate(lines) if word in line)
+        for word in ("ld.global", "griddepcontrol.wait", "griddepcontrol.launch_dependents")
+    }
+    last_store = max(i for i, line in enumerate(lines) if "st.global" in line)
+    assert (
+        first["ld.global"]
+        < first["griddepcontrol.wait"]
+        < first["griddepcontrol.launch_dependents"]
+        < last_store
+    ), first
+    without = dict(constexprs, USE_PDL=False)
+    ptx = _build_for_hopper(kernels._fp8_weight_gemv_kernel, kinds, without, config).asm["ptx"]
+    assert "griddepcontrol" not in ptx
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
@@ -303,3 +345,56 @@ def test_a_nan_activation_stays_nan(w8a8: bool) -> None:
     out = kernels.fp8_weight_matmul(x, weight, scale, w8a8)
     assert out[0].isnan().all()
     assert out[1:].isfinite().all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("compile", [False, True])
+def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool) -> None:
+    """An engine with programmatic dependent launch (EngineConfig.pdl: the one-row FP8 GEMV and
+    the paged decode attention start while the kernel before them ends, in CUDA graphs; with
+    compile, torch.compile's kernels too) writes the tokens of one without, token for token
+    over a chaotic random model (std 0.2: any rounding changes its greedy output within twenty
+    tokens), so no kernel read what it needs before its producer finished: the kernels compute
+    the same sums in the same order."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs a Hopper or newer GPU")
+    from engine import SamplingParams
+    from engine.device_guard import is_programmatic_launch_on, set_programmatic_launch
+    from tests.engine.conftest import save_tiny_model, tiny_engine
+    from tests.engine.test_fp8_kv import _prompt
+
+    save_tiny_model(tmp_path, "llama")
+    options = {"device": "cuda", "dtype": "bfloat16", "weights": "fp8", "kv_dtype": "fp8"}
+    options["compile"] = compile
+    params = SamplingParams(max_new_tokens=48)
+    prompts = [_prompt(length, seed) for seed, length in enumerate((5, 90, 300))]
+    plain = tiny_engine(tmp_path, **options)
+    assert not is_programmatic_launch_on()
+    expected = [plain.generate(prompt, params).token_ids for prompt in prompts]
+    try:
+        engine = tiny_engine(tmp_path, pdl=True, **options)
+        assert is_programmatic_launch_on()
+        assert engine._main.runner.graphs is not None  # decode steps replay CUDA graphs
+        got = [engine.generate(prompt, params).token_ids for prompt in prompts]
+    finally:
+        set_programmatic_launch(torch.device("cuda"), False)
+    assert got == expected
+
+
+def test_programmatic_launch_stays_off_without_a_hopper_gpu(tmp_path) -> None:
+    """pdl asked for on the CPU (or a GPU older than Hopper): the engine builds and runs, and
+    the kernels launch as before (USE_PDL off, no launch_pdl for Triton)."""
+    from engine import SamplingParams
+    from engine.device_guard import (
+        is_programmatic_launch_on,
+        launch_options,
+        set_programmatic_launch,
+    )
+    from tests.engine.conftest import save_tiny_model, tiny_engine
+
+    assert set_programmatic_launch(torch.device("cpu"), True) is False
+    save_tiny_model(tmp_path, "llama")
+    engine = tiny_engine(tmp_path, pdl=True)
+    assert len(engine.generate([1, 2, 3], SamplingParams(max_new_tokens=4)).token_ids) == 4
+    assert not is_programmatic_launch_on()
+    assert launch_options() == {"USE_PDL": False}

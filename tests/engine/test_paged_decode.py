@@ -420,6 +420,7 @@ def test_kernels_compile_for_hopper(
             "KV_FP8": kv_fp8,
             "FP16_DOTS": kv_fp8 and dtype != "fp32",
             "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
+            "USE_PDL": False,
         },
         {"num_warps": config.num_warps, "num_stages": config.num_stages},
     )
@@ -430,10 +431,45 @@ def test_kernels_compile_for_hopper(
     assert split.metadata.shared <= (76 if kv_fp8 else 64) * 1024
     merge = build(
         kernels._merge_splits_kernel,
-        {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "SPLITS_PAD": 128},
+        {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "SPLITS_PAD": 128, "USE_PDL": False},
         {"num_warps": 8},
     )
     assert merge.metadata.shared <= 16 * 1024
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+@pytest.mark.parametrize("kv_fp8", [False, True])
+def test_programmatic_launch_waits_before_any_load(kv_fp8: bool) -> None:
+    """With USE_PDL (programmatic dependent launch) the split and merge kernels built for sm_90
+    wait for the kernels before them (griddepcontrol.wait) before any global load: q, the block
+    table and this step's K/V slot are their outputs. The merge, a few programs, lets the next
+    kernel launch at once; the split kernel after its loop."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.attention import paged_decode_kernels as kernels
+
+    dtype = torch.bfloat16
+    config = default_kernel_config(128, dtype, torch.float8_e4m3fn if kv_fp8 else dtype)
+    split_constexprs = {
+        "GROUP": 4, "GROUP_PAD": 16, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16,
+        "TILE_N": config.tile_tokens, "SINGLE_SPLIT": False, "KV_FP8": kv_fp8,
+        "FP16_DOTS": kv_fp8, "DOT_PRECISION": "tf32", "USE_PDL": True,
+    }  # fmt: skip
+    merge_constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128, "SPLITS_PAD": 32, "USE_PDL": True}
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    for fn, constexprs in (
+        (kernels._paged_decode_split_kernel, split_constexprs),
+        (kernels._merge_splits_kernel, merge_constexprs),
+    ):
+        ptx = _build(fn, constexprs, options, dtype="bf16", kv_fp8=kv_fp8, arch=90).asm["ptx"]
+        lines = ptx.splitlines()
+
+        def first(word: str, lines: list[str] = lines) -> int:
+            return next(i for i, line in enumerate(lines) if word in line)
+
+        loads = min(first("ld.global"), first("cp.async") if "cp.async" in ptx else len(lines))
+        assert first("griddepcontrol.wait") < loads
+        assert "griddepcontrol.launch_dependents" in ptx
 
 
 def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arch: int):
@@ -492,6 +528,7 @@ def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
         "KV_FP8": True,
         "FP16_DOTS": dtype != "fp32",
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
+        "USE_PDL": False,
     }
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     built = _build(

@@ -58,6 +58,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         kv_dtype=settings.engine_kv_dtype,
         fp8_w8a8_decode=settings.engine_fp8_w8a8_decode,
         fp8_attention=settings.engine_fp8_attention,
+        pdl=settings.engine_pdl,
         max_num_seqs=settings.engine_max_num_seqs,
         admission_window_s=settings.engine_admission_window_s,
         kv_cpu_tier_bytes=settings.kv_cpu_tier_bytes,
