@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.device_guard import on_device
+from engine.device_guard import launch_options, on_device
 from engine.models.fp8 import FP8_MAX, MIN_SCALE
 
 
@@ -57,7 +57,11 @@ def _write_pages_kernel(
     min_scale,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # programmatic dependent launch: the next kernel may launch (it waits for this
+        tl.extra.cuda.gdc_launch_dependents()  # one); this one waits for the rows it reads
+        tl.extra.cuda.gdc_wait()
     token = tl.program_id(0)
     head = tl.program_id(1)
     slot = tl.load(slot_ptr + token).to(tl.int64)
@@ -108,6 +112,7 @@ def write_pages_fused(
             HEAD_DIM=head_dim,
             BLOCK_D=triton.next_power_of_2(head_dim),
             num_warps=1 if head_dim <= 128 else 2,
+            **launch_options(),
         )  # fmt: skip
 
 

@@ -160,6 +160,7 @@ def write_slots_fused(
             HEAD_DIM=head_dim,
             BLOCK_D=_next_power_of_2(head_dim),
             num_warps=1 if num_kv_heads * head_dim <= 1024 else 4,
+            **launch_options(),
         )  # fmt: skip
 
 

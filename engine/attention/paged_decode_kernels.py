@@ -248,9 +248,13 @@ def _write_slots_kernel(
     KV_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """One token's K and V rows, every KV head, into its cache slot: one launch for both caches
     where index_copy_ takes one each (2.2 us apiece a layer at one stream on an H200)."""
+    if USE_PDL:  # the next kernel may launch (it waits for this one); this one waits for its rows
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     token = tl.program_id(0)
     slot = tl.load(slot_ptr + token).to(tl.int64)
     heads = tl.arange(0, KV_PAD)

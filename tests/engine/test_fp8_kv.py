@@ -357,16 +357,18 @@ def test_fused_write_matches_the_torch_write_cuda() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
-def test_fused_write_builds_for_hopper(dtype: str) -> None:
+@pytest.mark.parametrize("pdl", [False, True])
+def test_fused_write_builds_for_hopper(dtype: str, pdl: bool) -> None:
     """Ahead of time, no GPU needed (Triton's bundled ptxas): the write kernel builds for sm_90,
-    its cast and divisions those of the torch path."""
+    its cast and divisions those of the torch path; with programmatic dependent launch
+    (USE_PDL) it waits for the kernel before it (griddepcontrol.wait) before any load."""
     import os
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.attention.fp8_kv_kernels import _write_pages_kernel as fn
 
-    constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128}
+    constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128, "USE_PDL": pdl}
     kinds = {
         "k_ptr": f"*{dtype}",
         "v_ptr": f"*{dtype}",
@@ -379,6 +381,10 @@ def test_fused_write_builds_for_hopper(dtype: str) -> None:
         "min_scale": "fp32",
     }
     ptx = _sm90_ptx(fn, kinds, constexprs, num_warps=1)
+    lines = ptx.splitlines()
+    waits = [i for i, line in enumerate(lines) if "griddepcontrol.wait" in line]
+    loads = [i for i, line in enumerate(lines) if "ld.global" in line]
+    assert (len(waits) == 1 and waits[0] < min(loads)) if pdl else not waits
     # Rounds as torch's cast (to nearest even), and divides as torch (IEEE: Triton's `/` is
     # the approximate div.full.f32 on a GPU, which the interpreter cannot show).
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx

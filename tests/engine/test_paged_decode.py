@@ -95,7 +95,7 @@ def test_fused_write_builds_for_hopper_with_16_byte_stores() -> None:
     from engine.attention import paged_decode_kernels as kernels
 
     fn = kernels._write_slots_kernel
-    constexprs = {"NUM_KV_HEADS": 8, "KV_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128}
+    constexprs = {"NUM_KV_HEADS": 8, "KV_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128, "USE_PDL": False}
     signature = {
         name: "constexpr" if name in constexprs else "*i64" if name == "slot_ptr" else
         "*bf16" if name.endswith("_ptr") else "i32"
