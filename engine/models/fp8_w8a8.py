@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.device_guard import on_device
+from engine.device_guard import launch_options, on_device
 
 GROUP = 128  # inputs per activation scale, and the product's K tile
 GROUPS_PER_PROGRAM = 8  # of the quantizing kernel
@@ -47,7 +47,11 @@ def _quantize_groups_kernel(
     stride_sm,
     GROUP: tl.constexpr,
     GROUPS: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # programmatic dependent launch: the product may launch (it waits for this
+        tl.extra.cuda.gdc_launch_dependents()  # kernel); this one waits for the activations
+        tl.extra.cuda.gdc_wait()
     row = tl.program_id(0)
     groups = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)
     cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # [GROUPS, GROUP]
@@ -88,7 +92,10 @@ def _fp8_w8a8_kernel(
     GROUP: tl.constexpr,
     SPLIT_K: tl.constexpr,
     SWAP: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # programmatic dependent launch: wait for the quantized activations
+        tl.extra.cuda.gdc_wait()
     rows = tl.arange(0, BLOCK_M)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, GROUP)
@@ -121,6 +128,8 @@ def _fp8_w8a8_kernel(
             acc += tl.dot(w, tl.trans(x)) * x_scale[None, :]
         else:
             acc += tl.dot(x, tl.trans(w)) * x_scale[:, None]
+    if USE_PDL:  # the next kernel may launch now: it waits for this one to finish
+        tl.extra.cuda.gdc_launch_dependents()
     w_scale = tl.load(ws_ptr + cols, mask=col_ok, other=0.0)
     if SWAP:
         acc = acc * w_scale[:, None]
@@ -142,7 +151,11 @@ def _sum_splits_kernel(
     total,
     SPLIT_K: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # the next kernel may launch (it waits for this one); this one for the partials
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offsets < total
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -164,7 +177,7 @@ def sum_splits(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     total = rows * outputs
     with on_device(partials.device):
         _sum_splits_kernel[(triton.cdiv(total, SUM_BLOCK),)](
-            partials, out, total, SPLIT_K=splits, BLOCK=SUM_BLOCK
+            partials, out, total, SPLIT_K=splits, BLOCK=SUM_BLOCK, **launch_options()
         )
     return out
 
@@ -188,6 +201,7 @@ def quantize_groups(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             scales.stride(0),
             GROUP=GROUP,
             GROUPS=GROUPS_PER_PROGRAM,
+            **launch_options(),
         )
     return quantized, scales
 
@@ -235,6 +249,7 @@ def fp8_w8a8_matmul(
             SWAP=swap,
             num_warps=num_warps,
             num_stages=num_stages,
+            **launch_options(),
         )
     return out if split_k == 1 else sum_splits(out, x.dtype)
 

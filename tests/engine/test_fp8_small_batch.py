@@ -156,6 +156,7 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
             "BLOCK_M": fp8_w8a8.block_m(rows),
             "GROUP": fp8_w8a8.GROUP,
             "SWAP": config.get("swap", True),
+            "USE_PDL": False,
         }
     built = _build_for_hopper(fn, kinds, constexprs, config)
     ptx = built.asm["ptx"]
@@ -216,7 +217,11 @@ def test_activation_quantizer_compiles_for_hopper() -> None:
     from engine.models import fp8_w8a8
 
     kinds = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
-    constexprs = {"GROUP": fp8_w8a8.GROUP, "GROUPS": fp8_w8a8.GROUPS_PER_PROGRAM}
+    constexprs = {
+        "GROUP": fp8_w8a8.GROUP,
+        "GROUPS": fp8_w8a8.GROUPS_PER_PROGRAM,
+        "USE_PDL": False,
+    }
     built = _build_for_hopper(
         fp8_w8a8._quantize_groups_kernel, kinds, constexprs, {"num_warps": 4, "num_stages": 1}
     )
@@ -350,12 +355,13 @@ def test_a_nan_activation_stays_nan(w8a8: bool) -> None:
 @needs_cuda
 @pytest.mark.parametrize("compile", [False, True])
 def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool) -> None:
-    """An engine with programmatic dependent launch (EngineConfig.pdl: the one-row FP8 GEMV and
-    the paged decode attention start while the kernel before them ends, in CUDA graphs; with
-    compile, torch.compile's kernels too) writes the tokens of one without, token for token
-    over a chaotic random model (std 0.2: any rounding changes its greedy output within twenty
-    tokens), so no kernel read what it needs before its producer finished: the kernels compute
-    the same sums in the same order."""
+    """An engine with programmatic dependent launch (EngineConfig.pdl: the FP8 products, the K/V
+    writes and the paged decode attention start while the kernel before them ends, in CUDA
+    graphs; with compile, torch.compile's kernels too) writes the tokens of one without, one
+    request at a time and three together, token for token over a chaotic random model (std
+    0.2: any rounding changes its greedy output within twenty tokens), so no kernel read what
+    it needs before its producer finished: the kernels compute the same sums in the same
+    order."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("programmatic dependent launch needs a Hopper or newer GPU")
     from engine import SamplingParams
@@ -370,12 +376,17 @@ def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool
     prompts = [_prompt(length, seed) for seed, length in enumerate((5, 90, 300))]
     plain = tiny_engine(tmp_path, **options)
     assert not is_programmatic_launch_on()
-    expected = [plain.generate(prompt, params).token_ids for prompt in prompts]
+
+    def tokens(engine) -> list[list[int]]:  # one at a time (the GEMV), then together (w8a8)
+        alone = [engine.generate(prompt, params).token_ids for prompt in prompts]
+        return alone + [r.token_ids for r in engine.generate_many(prompts, params)]
+
+    expected = tokens(plain)
     try:
         engine = tiny_engine(tmp_path, pdl=True, **options)
         assert is_programmatic_launch_on()
         assert engine._main.runner.graphs is not None  # decode steps replay CUDA graphs
-        got = [engine.generate(prompt, params).token_ids for prompt in prompts]
+        got = tokens(engine)
     finally:
         set_programmatic_launch(torch.device("cuda"), False)
     assert got == expected
