@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import os
 from types import ModuleType
 
 import torch
@@ -44,28 +45,35 @@ def sm_count(device: torch.device) -> int:
 # Programmatic dependent launch (Hopper and newer; EngineConfig.pdl): the kernels launched with it
 # may start while the kernel before them in the stream finishes, and wait (griddepcontrol.wait)
 # before they read what earlier kernels wrote or write anything; what no kernel of the step writes
-# (weights) they may read before. Process-wide, as torch.compile's own switch for the kernels it
-# generates (torch._inductor.config.triton.enable_pdl), which set_programmatic_launch sets too.
-_PROGRAMMATIC_LAUNCH = {"on": False}
+# (weights) they may read before. A kernel lets the next one launch (launch_dependents) only after
+# its own wait, so that when a kernel starts every kernel but the one just before it has ended.
+# Process-wide, as torch.compile's own switch for the kernels it generates
+# (torch._inductor.config.triton.enable_pdl), which set_programmatic_launch sets too.
+_PROGRAMMATIC_LAUNCH = {"on": False, "set_inductor": False}
 
 
 def set_programmatic_launch(device: torch.device, on: bool) -> bool:
     """Turn programmatic dependent launch on (where it runs: a CUDA device of compute capability
-    9.0 or newer, and Triton) or off, for our decode kernels and torch.compile's; -> whether it
+    9.0 or newer, compiled Triton, not its interpreter) or off, for our decode kernels and
+    torch.compile's (off restores torch.compile's switch if this turned it on); -> whether it
     is on."""
     on = bool(
         on
         and device.type == "cuda"
         and torch.cuda.get_device_capability(device)[0] >= 9
+        and os.environ.get("TRITON_INTERPRET") != "1"
         and triton_module("triton.language") is not None
     )
     _PROGRAMMATIC_LAUNCH["on"] = on
-    if on:  # off leaves torch.compile's switch as the process set it (TORCHINDUCTOR_ENABLE_PDL)
-        with contextlib.suppress(ImportError, AttributeError):
-            import torch._inductor.config as inductor_config
+    with contextlib.suppress(ImportError, AttributeError):
+        import torch._inductor.config as inductor_config
 
-            if hasattr(inductor_config.triton, "enable_pdl"):
-                inductor_config.triton.enable_pdl = True
+        if on and not inductor_config.triton.enable_pdl:
+            inductor_config.triton.enable_pdl = True
+            _PROGRAMMATIC_LAUNCH["set_inductor"] = True
+        elif not on and _PROGRAMMATIC_LAUNCH["set_inductor"]:
+            inductor_config.triton.enable_pdl = False
+            _PROGRAMMATIC_LAUNCH["set_inductor"] = False
     return on
 
 
@@ -74,9 +82,15 @@ def is_programmatic_launch_on() -> bool:
     return _PROGRAMMATIC_LAUNCH["on"]
 
 
-def launch_options() -> dict[str, bool]:
-    """A PDL-aware kernel's launch keywords: its USE_PDL constexpr, and Triton's launch_pdl
-    where programmatic dependent launch is on."""
-    if _PROGRAMMATIC_LAUNCH["on"]:
+def launch_options(device: torch.device) -> dict[str, bool]:
+    """A PDL-aware kernel's launch keywords on `device`: its USE_PDL constexpr, and Triton's
+    launch_pdl where programmatic dependent launch is on and the device has it (an engine on an
+    older GPU in the same process launches the plain way)."""
+    if _PROGRAMMATIC_LAUNCH["on"] and _has_programmatic_launch(device):
         return {"USE_PDL": True, "launch_pdl": True}
     return {"USE_PDL": False}
+
+
+@functools.cache
+def _has_programmatic_launch(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9

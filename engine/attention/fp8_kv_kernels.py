@@ -59,9 +59,9 @@ def _write_pages_kernel(
     BLOCK_D: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # programmatic dependent launch: the next kernel may launch (it waits for this
-        tl.extra.cuda.gdc_launch_dependents()  # one); this one waits for the rows it reads
-        tl.extra.cuda.gdc_wait()
+    if USE_PDL:  # programmatic dependent launch: wait for the rows this reads, then let the
+        tl.extra.cuda.gdc_wait()  # next kernel launch (it waits for this one to finish)
+        tl.extra.cuda.gdc_launch_dependents()
     token = tl.program_id(0)
     head = tl.program_id(1)
     slot = tl.load(slot_ptr + token).to(tl.int64)
@@ -112,7 +112,7 @@ def write_pages_fused(
             HEAD_DIM=head_dim,
             BLOCK_D=triton.next_power_of_2(head_dim),
             num_warps=1 if head_dim <= 128 else 2,
-            **launch_options(),
+            **launch_options(k.device),
         )  # fmt: skip
 
 

@@ -160,7 +160,7 @@ def write_slots_fused(
             HEAD_DIM=head_dim,
             BLOCK_D=_next_power_of_2(head_dim),
             num_warps=1 if num_kv_heads * head_dim <= 1024 else 4,
-            **launch_options(),
+            **launch_options(k.device),
         )  # fmt: skip
 
 
@@ -267,7 +267,7 @@ def paged_decode_attention(
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
-            **launch_options(),
+            **launch_options(q.device),
         )  # fmt: skip
         if not single:
             kernels._merge_splits_kernel[(batch_size, num_heads)](
@@ -277,7 +277,7 @@ def paged_decode_attention(
                 SPLITS_PAD=_next_power_of_2(num_splits),
                 # all of a head's partial rows sit in registers: more warps for many splits
                 num_warps=4 if num_splits * block_d <= 4096 else 8,
-                **launch_options(),
+                **launch_options(q.device),
             )  # fmt: skip
     return out
 

@@ -206,9 +206,9 @@ def _merge_splits_kernel(
     SPLITS_PAD: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # a few programs: the next kernel may launch at once, and waits for this one
-        tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:  # a few programs: once the partials are there the next kernel may launch
         tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     seq = tl.program_id(0)
     head = tl.program_id(1)
     num_heads = tl.num_programs(1)
@@ -252,9 +252,9 @@ def _write_slots_kernel(
 ):
     """One token's K and V rows, every KV head, into its cache slot: one launch for both caches
     where index_copy_ takes one each (2.2 us apiece a layer at one stream on an H200)."""
-    if USE_PDL:  # the next kernel may launch (it waits for this one); this one waits for its rows
-        tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:  # wait for the rows this reads, then let the next kernel launch (it waits)
         tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     token = tl.program_id(0)
     slot = tl.load(slot_ptr + token).to(tl.int64)
     heads = tl.arange(0, KV_PAD)

@@ -248,7 +248,7 @@ def fp8_weight_gemv(
             REDUCE_EACH_TILE=reduce_each_tile,
             num_warps=num_warps,
             num_stages=num_stages,
-            **launch_options(),
+            **launch_options(x.device),
         )
     return out if split_k == 1 else sum_splits(out, x.dtype)
 

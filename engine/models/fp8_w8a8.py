@@ -49,9 +49,9 @@ def _quantize_groups_kernel(
     GROUPS: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # programmatic dependent launch: the product may launch (it waits for this
-        tl.extra.cuda.gdc_launch_dependents()  # kernel); this one waits for the activations
-        tl.extra.cuda.gdc_wait()
+    if USE_PDL:  # programmatic dependent launch: wait for the activations, then let the
+        tl.extra.cuda.gdc_wait()  # product launch (it waits for this kernel to finish)
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     groups = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)
     cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # [GROUPS, GROUP]
@@ -153,9 +153,9 @@ def _sum_splits_kernel(
     BLOCK: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # the next kernel may launch (it waits for this one); this one for the partials
-        tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:  # wait for the partials, then let the next kernel launch (it waits for this one)
         tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offsets < total
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -177,7 +177,7 @@ def sum_splits(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     total = rows * outputs
     with on_device(partials.device):
         _sum_splits_kernel[(triton.cdiv(total, SUM_BLOCK),)](
-            partials, out, total, SPLIT_K=splits, BLOCK=SUM_BLOCK, **launch_options()
+            partials, out, total, SPLIT_K=splits, BLOCK=SUM_BLOCK, **launch_options(partials.device)
         )
     return out
 
@@ -201,7 +201,7 @@ def quantize_groups(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             scales.stride(0),
             GROUP=GROUP,
             GROUPS=GROUPS_PER_PROGRAM,
-            **launch_options(),
+            **launch_options(x.device),
         )
     return quantized, scales
 
@@ -249,7 +249,7 @@ def fp8_w8a8_matmul(
             SWAP=swap,
             num_warps=num_warps,
             num_stages=num_stages,
-            **launch_options(),
+            **launch_options(x.device),
         )
     return out if split_k == 1 else sum_splits(out, x.dtype)
 

@@ -387,9 +387,115 @@ def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool
         assert is_programmatic_launch_on()
         assert engine._main.runner.graphs is not None  # decode steps replay CUDA graphs
         got = tokens(engine)
+        from engine.attention import paged_decode_kernels
+        from engine.models import fp8_w8a8
+
+        for fn in (
+            kernels_module()._fp8_weight_gemv_kernel,
+            fp8_w8a8._fp8_w8a8_kernel,
+            paged_decode_kernels._paged_decode_split_kernel,
+        ):
+            assert _launched_with_pdl(fn), fn.fn.__name__
     finally:
         set_programmatic_launch(torch.device("cuda"), False)
     assert got == expected
+
+
+def kernels_module():
+    from engine.models import fp8_small_batch
+
+    return fp8_small_batch
+
+
+def _launched_with_pdl(fn) -> bool:
+    """Whether Triton built a variant of `fn` for launching with programmatic dependent launch."""
+    return any(
+        getattr(kernel.metadata, "launch_pdl", False)
+        for cache in fn.device_caches.values()
+        for kernel in cache[0].values()
+    )
+
+
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _late_copy_kernel(src_ptr, dst_ptr, n, spins, BLOCK: tl.constexpr):
+        """Lets the next kernel launch at once, then spins, then copies src to dst: a producer
+        whose output comes late, for a consumer launched with programmatic dependent launch."""
+        tl.extra.cuda.gdc_launch_dependents()
+        offsets = tl.arange(0, BLOCK)
+        ok = offsets < n
+        x = tl.load(src_ptr + offsets, mask=ok, other=0.0).to(tl.float32)
+        delay = tl.zeros((BLOCK,), dtype=tl.float32) + 1.0
+        for _ in range(spins):
+            delay = delay * 0.9999999 + 1e-7
+        # delay stays within (0, 2]: multiplied by 0 it adds 0, but the store waits for the loop
+        tl.store(dst_ptr + offsets, (x + delay * 0.0).to(dst_ptr.dtype.element_ty), mask=ok)
+
+    @triton.jit
+    def _eager_copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+        """A consumer that does not wait (no griddepcontrol.wait): the control."""
+        offsets = tl.arange(0, BLOCK)
+        ok = offsets < n
+        tl.store(dst_ptr + offsets, tl.load(src_ptr + offsets, mask=ok, other=0.0), mask=ok)
+
+
+@needs_cuda
+def test_programmatic_launch_waits_for_a_late_producer_cuda() -> None:
+    """A producer lets the next kernel launch at once and writes its output a millisecond later:
+    the FP8 GEMV and the paged decode attention, launched with programmatic dependent launch
+    right after it, still read the new input (they wait before they read), while a control
+    kernel that does not wait reads the old one (the window is real on this GPU)."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs a Hopper or newer GPU")
+    from engine.attention.paged_decode import paged_decode_attention
+    from engine.device_guard import set_programmatic_launch
+    from engine.models.fp8 import quantize_rows
+    from engine.models.fp8_small_batch import fp8_weight_matmul
+    from tests.engine.paged_decode_cases import Case, build_inputs
+
+    device = torch.device("cuda")
+    spins = 1 << 20  # about a millisecond of dependent multiply-adds
+
+    def late(src: torch.Tensor, dst: torch.Tensor) -> None:
+        n = src.numel()
+        _late_copy_kernel[(1,)](src, dst, n, spins, BLOCK=triton.next_power_of_2(n))
+
+    weight, scale = quantize_rows(torch.randn(256, 512, device=device))
+    fresh = torch.randn(1, 512, device=device, dtype=torch.bfloat16)
+    case = Case(8, 2, 128, torch.bfloat16, (300,))
+    inputs = build_inputs(case, device)
+    attend = {k: inputs[k] for k in ("k_cache", "v_cache", "block_tables", "context_lens")}
+    control, stale, q = (
+        torch.zeros_like(fresh),
+        torch.zeros_like(fresh),
+        torch.zeros_like(inputs["q"]),
+    )
+    try:
+        assert set_programmatic_launch(device, True)
+        product = fp8_weight_matmul(fresh, weight, scale)
+        attention = paged_decode_attention(inputs["q"], **attend)
+        seen = torch.zeros_like(fresh)
+        # Each kernel built before the timed launches (a build inside would outlast the spin).
+        _eager_copy_kernel[(1,)](control, seen, 0, BLOCK=512, launch_pdl=True)
+        late(fresh, stale)
+        torch.cuda.synchronize()
+        stale.zero_()
+        late(fresh, control)  # the control reads `control` while the late copy fills it
+        _eager_copy_kernel[(1,)](control, seen, 512, BLOCK=512, launch_pdl=True)
+        torch.cuda.synchronize()  # (the control never waits: nothing else may follow it)
+        late(fresh, stale)
+        got_product = fp8_weight_matmul(stale, weight, scale)
+        late(inputs["q"], q)
+        got_attention = paged_decode_attention(q, **attend)
+        torch.cuda.synchronize()
+    finally:
+        set_programmatic_launch(device, False)
+    assert not torch.equal(seen, fresh), "the control read the new input: no window to test"
+    assert torch.equal(got_product, product)
+    assert torch.equal(got_attention, attention)
 
 
 def test_programmatic_launch_stays_off_without_a_hopper_gpu(tmp_path) -> None:
@@ -408,4 +514,4 @@ def test_programmatic_launch_stays_off_without_a_hopper_gpu(tmp_path) -> None:
     engine = tiny_engine(tmp_path, pdl=True)
     assert len(engine.generate([1, 2, 3], SamplingParams(max_new_tokens=4)).token_ids) == 4
     assert not is_programmatic_launch_on()
-    assert launch_options() == {"USE_PDL": False}
+    assert launch_options(torch.device("cpu")) == {"USE_PDL": False}
