@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
 # (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
 # install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
 # MarkupSafe) and cuDNN's frontend.
@@ -172,4 +172,17 @@ if [ "${ONLY:-}" = 23g ]; then
             --max-num-seqs 32 --parts long latency --out-dir "$out" \
             --label "$label.70b-fp8.latency" ${PDL:+--pdl}
     fi
+fi
+if [ "${ONLY:-}" = 23h ]; then
+    # Issue 23, PDL in a short call: its GPU tests (the late producer; the same tokens, eager),
+    # then one stream of the 8B in FP8, compiled, without and with it.
+    step 60 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= \
+        -k "waits_for_a_late or (writes_the_same and False)"
+    for pdl in no-pdl pdl; do
+        flag=()
+        [ "$pdl" = pdl ] && flag=(--pdl)
+        step 105 "gen-fp8-compile-$pdl" python3 bench/generate.py --device cuda --weights fp8 \
+            --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+            --label "$label.fp8.compile.$pdl" "${flag[@]}"
+    done
 fi
