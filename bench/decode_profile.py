@@ -45,6 +45,9 @@ def main() -> int:
         "--fp8-small-batch-kernel", action=argparse.BooleanOptionalAction, default=True
     )
     parser.add_argument("--fp8-w8a8-decode", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--pdl", action="store_true", help="programmatic dependent launch (EngineConfig.pdl)"
+    )
     args = parser.parse_args()
     device = torch.device("cuda")
     if args.copy_check:
@@ -61,6 +64,7 @@ def main() -> int:
         kv_dtype=args.kv_dtype,
         fp8_small_batch_kernel=args.fp8_small_batch_kernel,
         fp8_w8a8_decode=args.fp8_w8a8_decode,
+        pdl=args.pdl,
     )
     if args.weights == "fp8":  # E4M3 weights built directly
         engine = er.fp8_engine("llama3-8b-random", folder, config_kwargs)

@@ -154,8 +154,16 @@ if [ "${ONLY:-}" = 23f ]; then
         --fp8-attention --out "$out" --label "$label.fp8-24gib.fp8-attention"
 fi
 if [ "${ONLY:-}" = 23g ]; then
-    # Issue 23, after 23f on the same machine: bf16 one stream compiled with and without PDL,
-    # the 70B's 32K prompt and latency table, the 8B in FP8 at 64 streams (compiled).
+    # Issue 23, after 23f on the same machine: the FP8 step's graph replay with and without PDL
+    # (1 and 64 rows), bf16 one stream compiled with and without it, the 8B in FP8 at 64
+    # streams (compiled), the 70B's 32K prompt and latency table. PDL=1 turns it on in the last
+    # two.
+    for pdl in no-pdl pdl; do
+        flag=()
+        [ "$pdl" = pdl ] && flag=(--pdl)
+        step 120 "decode-profile-fp8-$pdl" python3 bench/decode_profile.py --weights fp8 \
+            --kv-dtype fp8 --compile --batches 1 64 --steps 40 "${flag[@]}"
+    done
     for pdl in no-pdl pdl; do
         flag=()
         [ "$pdl" = pdl ] && flag=(--pdl)
