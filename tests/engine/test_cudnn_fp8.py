@@ -63,9 +63,15 @@ class ReferenceGraph:
         return out.to(self.out_dtype), lse
 
 
-def _fp8_against_exact(q, k, v, table, chunks, *, num_sms: int) -> float:
-    """The chunks through the split backend with Fp8Attend (ReferenceGraph standing in for
-    cuDNN) and with exact attention: the relative L2 error of the first against the second."""
+def _fp8_against_exact(num_tokens: int, table, chunks, *, num_sms: int) -> float:
+    """A random sequence of num_tokens (from torch's seeded generator) in chunks through the
+    split backend with Fp8Attend (ReferenceGraph standing in for cuDNN) and with exact
+    attention: the relative L2 error of the first against the second."""
+    q, k, v = (
+        torch.randn(num_tokens, H, D),
+        torch.randn(num_tokens, KV, D),
+        torch.randn(num_tokens, KV, D),
+    )
     fp8 = CudnnSplitBackend(
         torch.device("cpu"),
         attend=Fp8Attend(fallback=math_attend, graph_factory=ReferenceGraph, min_keys=0),
@@ -88,15 +94,10 @@ def test_split_backend_attends_in_fp8_within_its_roundings() -> None:
     tens of percent. One plan per shape: the causal square and the prefix part of each chunk."""
     torch.manual_seed(0)
     num_tokens = 26
-    q, k, v = (
-        torch.randn(num_tokens, H, D),
-        torch.randn(num_tokens, KV, D),
-        torch.randn(num_tokens, KV, D),
-    )
     table = torch.tensor([9, 2, 14, 0, 5, 11, 7], dtype=torch.int32)
     chunks = [(0, 9), (9, 17), (17, 26)]
     ReferenceGraph.built = []
-    err = _fp8_against_exact(q, k, v, table, chunks, num_sms=1)
+    err = _fp8_against_exact(num_tokens, table, chunks, num_sms=1)
     assert 0 < err <= 3 * E4M3_RELATIVE / math.sqrt(3), err
     # The first chunk: its square alone; the next two: a square of 8 and 9 and a prefix of 9, 17.
     assert sorted(set(ReferenceGraph.built)) == sorted(
@@ -155,15 +156,10 @@ def test_long_chunks_padded_and_prefix_splits_in_fp8() -> None:
 
     torch.manual_seed(3)
     num_tokens = 2700
-    q, k, v = (
-        torch.randn(num_tokens, H, D),
-        torch.randn(num_tokens, KV, D),
-        torch.randn(num_tokens, KV, D),
-    )
     table = torch.arange(-(-num_tokens // BLOCK_SIZE), dtype=torch.int32)
     chunks = [(0, 1300), (1300, 2400), (2400, 2700)]
     ReferenceGraph.built = []
-    err = _fp8_against_exact(q, k, v, table, chunks, num_sms=64)
+    err = _fp8_against_exact(num_tokens, table, chunks, num_sms=64)
     assert 0 < err <= 3 * E4M3_RELATIVE / math.sqrt(3), err
     padded = -(-1300 // QUERY_BUCKET) * QUERY_BUCKET
     assert (padded, padded, True) in ReferenceGraph.built  # the first chunk, padded
