@@ -24,6 +24,16 @@ step() {  # step SECONDS NAME COMMAND...
     echo "   rc=$? ($(date -u +%H:%M:%S))"
     tail -4 "$out/$name.log"
 }
+ab_pdl() {  # ab_pdl SECONDS NAME COMMAND...: step without, then with --pdl; {pdl} in an
+    # argument becomes no-pdl or pdl, and NAME gets the same suffix
+    local limit=$1 name=$2 pdl
+    shift 2
+    for pdl in no-pdl pdl; do
+        local args=("${@//\{pdl\}/$pdl}")
+        [ "$pdl" = pdl ] && args+=(--pdl)
+        step "$limit" "$name-$pdl" "${args[@]}"
+    done
+}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
     # Issue 24: the KV tiers at 128K with the load while 8 requests decode (the engine's thread
@@ -132,22 +142,14 @@ if [ "${ONLY:-}" = 23f ]; then
     # for calls of 16K keys and more.
     step 150 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_paged_decode.py -q -o addopts= -k "programmatic or compiles or hopper"
-    for pdl in no-pdl pdl; do
-        flag=()
-        [ "$pdl" = pdl ] && flag=(--pdl)
-        step 150 "gen-fp8-compile-$pdl" python3 bench/generate.py --device cuda --weights fp8 \
-            --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
-            --label "$label.fp8.compile.$pdl" "${flag[@]}"
-    done
+    ab_pdl 150 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+        --label "$label.fp8.compile.{pdl}"
     if [ "$label" = h200 ]; then
-        for pdl in no-pdl pdl; do
-            flag=()
-            [ "$pdl" = pdl ] && flag=(--pdl)
-            step 90 "gen-70b-$pdl" python3 bench/generate.py --device cuda \
-                --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
-                --max-num-seqs 32 --parts single --out-dir "$out" \
-                --label "$label.70b-fp8.$pdl" "${flag[@]}"
-        done
+        ab_pdl 90 gen-70b python3 bench/generate.py --device cuda \
+            --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+            --max-num-seqs 32 --parts single --out-dir "$out" \
+            --label "$label.70b-fp8.{pdl}"
     fi
     step 80 prefill-fp8-attention python3 bench/prefill.py --device cuda --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
@@ -158,19 +160,11 @@ if [ "${ONLY:-}" = 23g ]; then
     # (1 and 64 rows), bf16 one stream compiled with and without it, the 8B in FP8 at 64
     # streams (compiled), the 70B's 32K prompt and latency table. PDL=1 turns it on in the last
     # two.
-    for pdl in no-pdl pdl; do
-        flag=()
-        [ "$pdl" = pdl ] && flag=(--pdl)
-        step 120 "decode-profile-fp8-$pdl" python3 bench/decode_profile.py --weights fp8 \
-            --kv-dtype fp8 --compile --batches 1 64 --steps 40 "${flag[@]}"
-    done
-    for pdl in no-pdl pdl; do
-        flag=()
-        [ "$pdl" = pdl ] && flag=(--pdl)
-        step 150 "gen-bf16-compile-$pdl" python3 bench/generate.py --device cuda \
-            --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
-            --label "$label.bf16.compile.$pdl" "${flag[@]}"
-    done
+    ab_pdl 120 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 \
+        --kv-dtype fp8 --compile --batches 1 64 --steps 40
+    ab_pdl 150 gen-bf16-compile python3 bench/generate.py --device cuda \
+        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
+        --label "$label.bf16.compile.{pdl}"
     step 150 gen-fp8-compile-concurrent python3 bench/generate.py --device cuda --weights fp8 \
         --kv-dtype fp8 --kv-gib 30 --compile --parts concurrent --out-dir "$out" \
         --label "$label.fp8.compile.concurrent" ${PDL:+--pdl}
@@ -186,11 +180,7 @@ if [ "${ONLY:-}" = 23h ]; then
     # then one stream of the 8B in FP8, compiled, without and with it.
     step 60 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= \
         -k "waits_for_a_late or (writes_the_same and False)"
-    for pdl in no-pdl pdl; do
-        flag=()
-        [ "$pdl" = pdl ] && flag=(--pdl)
-        step 105 "gen-fp8-compile-$pdl" python3 bench/generate.py --device cuda --weights fp8 \
-            --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
-            --label "$label.fp8.compile.$pdl" "${flag[@]}"
-    done
+    ab_pdl 105 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+        --label "$label.fp8.compile.{pdl}"
 fi
