@@ -59,8 +59,7 @@ def set_programmatic_launch(device: torch.device, on: bool) -> bool:
     is on."""
     on = bool(
         on
-        and device.type == "cuda"
-        and torch.cuda.get_device_capability(device)[0] >= 9
+        and _has_programmatic_launch(device)
         and os.environ.get("TRITON_INTERPRET") != "1"
         and triton_module("triton.language") is not None
     )
@@ -93,4 +92,5 @@ def launch_options(device: torch.device) -> dict[str, bool]:
 
 @functools.cache
 def _has_programmatic_launch(device: torch.device) -> bool:
+    """A CUDA device of compute capability 9.0 or newer (griddepcontrol)."""
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
