@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
 # (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
 # install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
 # MarkupSafe) and cuDNN's frontend.
@@ -183,4 +183,23 @@ if [ "${ONLY:-}" = 23h ]; then
     ab_pdl 105 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
         --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
         --label "$label.fp8.compile.{pdl}"
+fi
+if [ "${ONLY:-}" = 23i ]; then
+    # Issue 23, PDL in one call of a short device budget, most wanted first: its GPU tests (the
+    # late producer; the same tokens, eager and compiled), then one stream without and with it:
+    # the 8B in FP8 compiled, the 70B in FP8 eager (H200 only), the 8B in bf16 compiled.
+    step 150 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= \
+        -k "programmatic"
+    ab_pdl 130 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+        --label "$label.fp8.compile.{pdl}"
+    if [ "$label" = h200 ]; then
+        ab_pdl 90 gen-70b python3 bench/generate.py --device cuda \
+            --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+            --max-num-seqs 32 --parts single --out-dir "$out" \
+            --label "$label.70b-fp8.{pdl}"
+    fi
+    ab_pdl 130 gen-bf16-compile python3 bench/generate.py --device cuda \
+        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
+        --label "$label.bf16.compile.{pdl}"
 fi

@@ -2,8 +2,10 @@
 
 Usage (repository root, CUDA):
     python3 bench/prefill_profile.py --tokens 32768 --backend flash_attn [--compile]
+    python3 bench/prefill_profile.py --tokens 131072 --weights fp8 --kv-dtype fp8 --fp8-attention
 
-Builds the engine on random weights of the Llama-3-8B shape (as bench/prefill.py), runs one
+Builds the engine on random weights of the Llama-3-8B shape (as bench/prefill.py; --weights fp8
+builds them in FP8 on the device, as bench/prefill.py does), runs one
 warm-up prefill and one profiled one, and prints the CUDA kernels' total time by group (matrix
 products, attention, elementwise and the rest) and the 25 costliest kernels. Tells what is left
 to win; the figures to report come from bench/prefill.py.
@@ -26,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from bench import _engine_runs as er  # noqa: E402
 from bench._flops import Shape, prefill_flops  # noqa: E402
-from bench._models import ModelSource  # noqa: E402
+from bench._models import RANDOM_PRESETS, ModelSource  # noqa: E402
 
 GROUPS = (
     ("attention", re.compile(r"flash|fmha|attention|cudnn|sdpa|FlashAttention", re.I)),
@@ -62,6 +64,13 @@ def main() -> int:
         help="flash-attn 4: one causal call per chunk instead of prefix + own keys",
     )
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
+    parser.add_argument("--weights", choices=["bf16", "fp8"], default="bf16")
+    parser.add_argument("--kv-dtype", choices=["auto", "fp8"], default="auto")
+    parser.add_argument(
+        "--fp8-attention",
+        action="store_true",
+        help="with --kv-dtype fp8 and the cudnn backend: long chunks attend in FP8 (EngineConfig)",
+    )
     parser.add_argument("--work-dir", type=Path, default=ROOT / "var" / "bench_prefill")
     args = parser.parse_args()
     if args.fa4_one_call:
@@ -76,8 +85,16 @@ def main() -> int:
         device,
         dtype,
     )
-    hf = [source.hf_model()]
-    shape = Shape.from_hf_config(hf[0].config)
+    if args.weights == "fp8" and (device.type != "cuda" or args.model not in RANDOM_PRESETS):
+        parser.error("--weights fp8 builds a random preset's weights on a CUDA device")
+    # FP8 weights are built on the device, never in bf16: the shape from the preset's config.
+    hf = [] if args.weights == "fp8" else [source.hf_model()]
+    if hf:
+        shape = Shape.from_hf_config(hf[0].config)
+    else:
+        from transformers import LlamaConfig
+
+        shape = Shape.from_hf_config(LlamaConfig(**RANDOM_PRESETS[args.model]))
     kwargs = er.engine_config_kwargs(
         shape=shape,
         device=device,
@@ -87,8 +104,14 @@ def main() -> int:
         backend=args.backend,
         block_size=16,
         compile=args.compile,
+        kv_dtype=args.kv_dtype,
     )
-    engine, _ = er.engine_from_hf(hf, args.work_dir / source.name, kwargs)
+    kwargs["fp8_attention"] = args.fp8_attention
+    if args.weights == "fp8":
+        kwargs["weights"] = "fp8"
+        engine = er.fp8_engine(args.model, args.work_dir / f"{source.name}-fp8", kwargs)
+    else:
+        engine, _ = er.engine_from_hf(hf, args.work_dir / source.name, kwargs)
     tokens = torch.randint(3, shape.vocab_size, (args.tokens,)).tolist()
     er.run_engine(engine, tokens, args.chunk)  # warm-up: compilation, autotuning
     _sync(device)
@@ -112,7 +135,8 @@ def main() -> int:
         by_group[group_of(name)] += ms
     flops = prefill_flops(shape, args.tokens, num_logits=1)
     print(
-        f"\nengine {engine.attention_backend} compile={args.compile} split={not args.fa4_one_call}, "
+        f"\nengine {engine.attention_backend} compile={args.compile} split={not args.fa4_one_call} "
+        f"weights={args.weights} kv={args.kv_dtype} fp8_attention={args.fp8_attention}, "
         f"{args.tokens} tokens: "
         f"kernels {total:.1f} ms ({flops / total / 1e9:.0f} TFLOP/s if nothing else ran); "
         f"wall {min(walls):.3f} s ({flops / min(walls) / 1e12:.0f} TFLOP/s)"
