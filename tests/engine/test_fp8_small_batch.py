@@ -5,6 +5,7 @@ under Triton's interpreter here, on the device where there is one, and Fp8Linear
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,6 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
     on E4M3 operands: no weight widened). The GEMV loads straight into registers."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    import re
 
     from engine.models import fp8_small_batch as kernels
     from engine.models import fp8_w8a8
@@ -421,18 +421,22 @@ if HAS_TRITON:
     import triton.language as tl
 
     @triton.jit
-    def _late_copy_kernel(src_ptr, dst_ptr, n, spins, BLOCK: tl.constexpr):
+    def _late_copy_kernel(src_ptr, dst_ptr, n, spins, zero, BLOCK: tl.constexpr):
         """Lets the next kernel launch at once, then spins, then copies src to dst: a producer
-        whose output comes late, for a consumer launched with programmatic dependent launch."""
+        whose output comes late, for a consumer launched with programmatic dependent launch.
+        `zero` (0.0, a runtime argument) ties the spin to the store: with literals only, the
+        compiler found 1.0 a fixed point of the loop's fp32 step and `delay * 0.0` zero, folded
+        both and dropped the loop, so the copy was not late at all (its first run, on an H100;
+        test_late_producer_spins_when_built checks that the loop stays)."""
         tl.extra.cuda.gdc_launch_dependents()
         offsets = tl.arange(0, BLOCK)
         ok = offsets < n
         x = tl.load(src_ptr + offsets, mask=ok, other=0.0).to(tl.float32)
-        delay = tl.zeros((BLOCK,), dtype=tl.float32) + 1.0
+        delay = tl.zeros((BLOCK,), dtype=tl.float32) + (1.0 + zero)
         for _ in range(spins):
             delay = delay * 0.9999999 + 1e-7
-        # delay stays within (0, 2]: multiplied by 0 it adds 0, but the store waits for the loop
-        tl.store(dst_ptr + offsets, (x + delay * 0.0).to(dst_ptr.dtype.element_ty), mask=ok)
+        # delay stays within (0, 2]: times zero it adds 0, but the store waits for the loop
+        tl.store(dst_ptr + offsets, (x + delay * zero).to(dst_ptr.dtype.element_ty), mask=ok)
 
     @triton.jit
     def _eager_copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
@@ -440,6 +444,29 @@ if HAS_TRITON:
         offsets = tl.arange(0, BLOCK)
         ok = offsets < n
         tl.store(dst_ptr + offsets, tl.load(src_ptr + offsets, mask=ok, other=0.0), mask=ok)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+def test_late_producer_spins_when_built() -> None:
+    """Ahead of time for sm_90: the late producer of the test below keeps its spin loop (a
+    backward branch and the multiply-adds in it) between letting the next kernel launch and its
+    store, so its output does come late."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = _late_copy_kernel
+    signature = {"src_ptr": "*bf16", "dst_ptr": "*bf16", "n": "i32", "spins": "i32"}
+    signature |= {"zero": "fp32", "BLOCK": "constexpr"}
+    source = ASTSource(fn=fn, signature=signature, constexprs={"BLOCK": 512})
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    lines = ptx.splitlines()
+    launch = next(i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line)
+    store = next(i for i, line in enumerate(lines) if "st.global" in line)
+    between = "\n".join(lines[launch:store])
+    assert re.search(r"\bbra(\.uni)?\s", between), "no loop before the store"
+    assert re.search(r"\bfma\.rn\.f32", between), "no multiply-adds before the store"
 
 
 @needs_cuda
@@ -461,7 +488,7 @@ def test_programmatic_launch_waits_for_a_late_producer_cuda() -> None:
 
     def late(src: torch.Tensor, dst: torch.Tensor) -> None:
         n = src.numel()
-        _late_copy_kernel[(1,)](src, dst, n, spins, BLOCK=triton.next_power_of_2(n))
+        _late_copy_kernel[(1,)](src, dst, n, spins, 0.0, BLOCK=triton.next_power_of_2(n))
 
     weight, scale = quantize_rows(torch.randn(256, 512, device=device))
     fresh = torch.randn(1, 512, device=device, dtype=torch.bfloat16)
