@@ -9,7 +9,27 @@
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
 out=${1:?OUT_DIR}
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+if # One stream without, then with PDL (ab_pdl), each under LIMIT seconds: the 8B in FP8 compiled,
+# the 70B in FP8 eager (on an H200 only: it does not fit an H100 beside its cache), the 8B in
+# bf16 compiled.
+ab_fp8_compile() {  # ab_fp8_compile LIMIT
+    ab_pdl "$1" gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+        --label "$label.fp8.compile.{pdl}"
+}
+ab_70b() {  # ab_70b LIMIT
+    [ "$label" = h200 ] || return 0
+    ab_pdl "$1" gen-70b python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+        --max-num-seqs 32 --parts single --out-dir "$out" \
+        --label "$label.70b-fp8.{pdl}"
+}
+ab_bf16_compile() {  # ab_bf16_compile LIMIT
+    ab_pdl "$1" gen-bf16-compile python3 bench/generate.py --device cuda \
+        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
+        --label "$label.bf16.compile.{pdl}"
+}
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
     label=h200 kv_gib=${KV_GIB:-72}
 else
     label=h100 kv_gib=${KV_GIB:-40}
@@ -142,15 +162,8 @@ if [ "${ONLY:-}" = 23f ]; then
     # for calls of 16K keys and more.
     step 150 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py \
         tests/engine/test_paged_decode.py -q -o addopts= -k "programmatic or compiles or hopper"
-    ab_pdl 150 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
-        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
-        --label "$label.fp8.compile.{pdl}"
-    if [ "$label" = h200 ]; then
-        ab_pdl 90 gen-70b python3 bench/generate.py --device cuda \
-            --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
-            --max-num-seqs 32 --parts single --out-dir "$out" \
-            --label "$label.70b-fp8.{pdl}"
-    fi
+    ab_fp8_compile 150
+    ab_70b 90
     step 80 prefill-fp8-attention python3 bench/prefill.py --device cuda --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
         --fp8-attention --out "$out" --label "$label.fp8-24gib.fp8-attention"
@@ -162,9 +175,7 @@ if [ "${ONLY:-}" = 23g ]; then
     # two.
     ab_pdl 120 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 \
         --kv-dtype fp8 --compile --batches 1 64 --steps 40
-    ab_pdl 150 gen-bf16-compile python3 bench/generate.py --device cuda \
-        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
-        --label "$label.bf16.compile.{pdl}"
+    ab_bf16_compile 150
     step 150 gen-fp8-compile-concurrent python3 bench/generate.py --device cuda --weights fp8 \
         --kv-dtype fp8 --kv-gib 30 --compile --parts concurrent --out-dir "$out" \
         --label "$label.fp8.compile.concurrent" ${PDL:+--pdl}
@@ -180,9 +191,7 @@ if [ "${ONLY:-}" = 23h ]; then
     # then one stream of the 8B in FP8, compiled, without and with it.
     step 60 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= \
         -k "waits_for_a_late or (writes_the_same and False)"
-    ab_pdl 105 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
-        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
-        --label "$label.fp8.compile.{pdl}"
+    ab_fp8_compile 105
 fi
 if [ "${ONLY:-}" = 23i ]; then
     # Issue 23, PDL in one call of a short device budget, most wanted first: its GPU tests (the
@@ -190,16 +199,7 @@ if [ "${ONLY:-}" = 23i ]; then
     # the 8B in FP8 compiled, the 70B in FP8 eager (H200 only), the 8B in bf16 compiled.
     step 150 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= \
         -k "programmatic"
-    ab_pdl 130 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
-        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
-        --label "$label.fp8.compile.{pdl}"
-    if [ "$label" = h200 ]; then
-        ab_pdl 90 gen-70b python3 bench/generate.py --device cuda \
-            --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
-            --max-num-seqs 32 --parts single --out-dir "$out" \
-            --label "$label.70b-fp8.{pdl}"
-    fi
-    ab_pdl 130 gen-bf16-compile python3 bench/generate.py --device cuda \
-        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
-        --label "$label.bf16.compile.{pdl}"
+    ab_fp8_compile 130
+    ab_70b 90
+    ab_bf16_compile 130
 fi
