@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     engine_fp8_attention: bool = False
     # Programmatic dependent launch on Hopper or newer: decode's kernels start while the one
     # before them finishes (and torch.compile's with engine_compile); false: one after another.
-    engine_pdl: bool = False
+    engine_pdl: bool = True
     # Batching: requests the engine runs at once, and how long an idle engine waits for
     # companions before it starts (seconds, at most 0.05).
     engine_max_num_seqs: int = Field(default=64, gt=0)

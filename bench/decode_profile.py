@@ -46,7 +46,10 @@ def main() -> int:
     )
     parser.add_argument("--fp8-w8a8-decode", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument(
-        "--pdl", action="store_true", help="programmatic dependent launch (EngineConfig.pdl)"
+        "--pdl",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="programmatic dependent launch (EngineConfig.pdl)",
     )
     args = parser.parse_args()
     device = torch.device("cuda")

@@ -50,7 +50,7 @@ ab_pdl() {  # ab_pdl SECONDS NAME COMMAND...: step without, then with --pdl; {pd
     shift 2
     for pdl in no-pdl pdl; do
         local args=("${@//\{pdl\}/$pdl}")
-        [ "$pdl" = pdl ] && args+=(--pdl)
+        args+=("--$pdl")  # --no-pdl or --pdl
         step "$limit" "$name-$pdl" "${args[@]}"
     done
 }
@@ -201,5 +201,37 @@ if [ "${ONLY:-}" = 23i ]; then
         -k "programmatic"
     ab_fp8_compile 130
     ab_70b 90
+    step 90 l2-prefetch-probe python3 bench/l2_prefetch_probe.py \
+        --out "$out/l2_prefetch_probe_$label.json"
     ab_bf16_compile 130
+fi
+if [ "${ONLY:-}" = 23j ]; then
+    # Issue 23 on an H100 when no H200 comes: the PDL tests (the late producer first), then where
+    # the 128K prefill's time goes, FP8 weights, KV and attention, then bf16.
+    step 150 pdl-tests python3 -m pytest tests/engine/test_fp8_small_batch.py -q -o addopts= \
+        -k "programmatic"
+    step 90 l2-prefetch-probe python3 bench/l2_prefetch_probe.py \
+        --out "$out/l2_prefetch_probe_$label.json"
+    step 200 prefill-profile-fp8 python3 bench/prefill_profile.py --tokens 131072 \
+        --weights fp8 --kv-dtype fp8 --fp8-attention
+    step 150 prefill-profile-bf16 python3 bench/prefill_profile.py --tokens 131072
+fi
+if [ "${ONLY:-}" = 23k ]; then
+    # Issue 23: the prefill products' activations rounded in one Triton pass (fp8_tokens.py) and
+    # PDL on by default. Their GPU tests, then the 128K FP8 prompt (FP8 attention, 24 GiB cap)
+    # at .ab-old (an export of engine/ and bench/ before the change, carried) and at this tree,
+    # one after the other on this card, then compiled, then where the eager run's time goes;
+    # on an H200 the 70B one stream without and with PDL last.
+    step 150 fp8-tokens-tests python3 -m pytest tests/engine/test_fp8_weights.py \
+        tests/engine/test_fp8_small_batch.py -q -o addopts= -k "cuda"
+    prefill_fp8=(bench/prefill.py --device cuda --tokens 131072 --weights fp8 --kv-dtype fp8
+        --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none --fp8-attention --out "$out")
+    step 100 prefill-fp8-before bash -c 'cd .ab-old && PYTHONPATH=/tmp/site:$PWD exec python3 "$@"' \
+        _ "${prefill_fp8[@]}" --label "$label.fp8-24gib.before-fused-quant"
+    step 100 prefill-fp8-after python3 "${prefill_fp8[@]}" --label "$label.fp8-24gib.fused-quant"
+    step 200 prefill-fp8-compile python3 "${prefill_fp8[@]}" --compile \
+        --label "$label.fp8-24gib.fused-quant.compile"
+    step 100 prefill-profile-fp8 python3 bench/prefill_profile.py --tokens 131072 \
+        --weights fp8 --kv-dtype fp8 --fp8-attention
+    ab_70b 90
 fi

@@ -95,7 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--pdl",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="programmatic dependent launch for decode's kernels (EngineConfig.pdl; Hopper+)",
     )
     parser.add_argument("--kv-gib", type=float, default=72.0, help="KV cache bytes, GiB")

@@ -66,10 +66,11 @@ class EngineConfig:
     # Programmatic dependent launch on Hopper or newer (engine/device_guard.py): decode's kernels
     # (the one-row FP8 GEMV, the paged decode attention, and torch.compile's kernels with
     # compile) may start while the kernel before them finishes, the GEMV loading its first
-    # weights meanwhile. Process-wide: on for every engine of the process once one turns it on.
-    # Off by default (each kernel waits for the one before it) until the late-producer test has
-    # passed on a GPU; on an H100: the same tokens, one stream 5.3% faster in FP8, 1.6% in bf16.
-    pdl: bool = False
+    # weights meanwhile. Process-wide: on for every engine of the process once one turns it on;
+    # nothing changes on older GPUs or the CPU. On an H100 (bench/results/fp8_h100.md, calls L
+    # and M): the same tokens, the waits hold against a late producer, one stream 4.7-5.3%
+    # faster in FP8 and 1.6-1.7% in bf16. False: each kernel waits for the one before it.
+    pdl: bool = True
     block_size: int = 16
     max_kv_cache_bytes: int | None = None
     kv_cache_memory_fraction: float = 0.9

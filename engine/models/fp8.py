@@ -22,6 +22,7 @@ keep them as they are.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from typing import Any
 
@@ -233,9 +234,10 @@ class Fp8Linear(nn.Module):
 
 
 def _scaled_mm_rows(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """x [M, K] bf16, quantized per token here; weight [N, K] E4M3, scale [N, 1] -> [M, N] bf16."""
-    x_scale = (x.abs().amax(dim=1, keepdim=True).float() / FP8_MAX).clamp(min=MIN_SCALE)  # [M, 1]
-    x_fp8 = to_fp8(x.float() / x_scale)  # [M, K]
+    """x [M, K] bf16, quantized per token here; weight [N, K] E4M3, scale [N, 1] -> [M, N] bf16.
+    Uncompiled, one Triton pass rounds x (fp8_tokens.py: the same bytes); under torch.compile
+    Inductor fuses the torch path itself."""
+    x_fp8, x_scale = quantize_per_token(x)
     # mat2 must be column-major: the [N, K] row-major weight transposed is.
     return torch._scaled_mm(
         x_fp8,
@@ -244,3 +246,19 @@ def _scaled_mm_rows(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor) 
         scale_b=scale.view(1, -1),  # [1, N]
         out_dtype=torch.bfloat16,
     )
+
+
+def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] -> (E4M3 [M, K], fp32 scales [M, 1]): each row's largest magnitude mapped to 448."""
+    if x.is_cuda and not torch.compiler.is_compiling() and _has_triton():
+        from engine.models.fp8_tokens import fits, quantize_tokens
+
+        if fits(x.shape[1]):
+            return quantize_tokens(x, fp8_max=FP8_MAX, min_scale=MIN_SCALE)
+    x_scale = (x.abs().amax(dim=1, keepdim=True).float() / FP8_MAX).clamp(min=MIN_SCALE)  # [M, 1]
+    return to_fp8(x.float() / x_scale), x_scale
+
+
+@functools.cache
+def _has_triton() -> bool:
+    return importlib.util.find_spec("triton") is not None

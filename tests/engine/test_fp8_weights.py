@@ -6,7 +6,9 @@ torch._scaled_mm (the GPU tests at the end)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -321,3 +323,45 @@ def test_an_fp8_checkpoint_on_cuda_stays_close(llama, layout, tmp_path) -> None:
     assert _rel_l2(ours, expected) <= 2 * LOGITS_REL_L2
     params = SamplingParams(max_new_tokens=3)
     assert engine.generate(PROMPT, params).token_ids == reference.generate(PROMPT, params).token_ids
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+def test_per_token_rounding_in_one_pass_matches_the_torch_path_interpreted() -> None:
+    """The prefill products' one-pass rounding (CUDA's path) under Triton's interpreter writes
+    the bytes and scales of the torch path: strided rows, an all-zero row, a NaN, values past
+    E4M3's range, bf16, fp16 and fp32."""
+    from tests.engine.run_fp8_tokens_interpreted import SHAPES
+    from tests.engine.test_fp8_kv import _run_interpreted
+
+    results = _run_interpreted("tests.engine.run_fp8_tokens_interpreted")
+    assert len(results) == len(SHAPES), results
+    assert all(r["same_values"] and r["same_scales"] for r in results), results
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (dev extra)")
+def test_per_token_rounding_builds_for_hopper() -> None:
+    """Ahead of time (Triton's bundled ptxas): the rounding builds for sm_90 at the down
+    projection's rows (14,336 inputs), dividing as torch (IEEE) and rounding to nearest."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.models.fp8_tokens import _quantize_tokens_kernel as fn
+    from tests.engine.test_fp8_kv import _sm90_ptx
+
+    kinds = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "K": "i32"}
+    kinds |= {"stride_x": "i32", "fp8_max": "fp32", "min_scale": "fp32"}
+    ptx = _sm90_ptx(fn, kinds, {"BLOCK_K": 16384, "USE_PDL": False}, num_warps=16)
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+    divisions = {line.split()[0] for line in ptx.splitlines() if line.strip().startswith("div.")}
+    assert {d for d in divisions if d.endswith(".f32")} == {"div.rn.f32"}, divisions
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or not torch.cuda.is_available(),
+    reason="needs a CUDA device (and triton)",
+)
+def test_per_token_rounding_matches_the_torch_path_cuda() -> None:
+    from tests.engine.run_fp8_tokens_interpreted import SHAPES, check
+
+    for shape in SHAPES:
+        result = check(*shape, torch.device("cuda"))
+        assert result["same_values"] and result["same_scales"], result
