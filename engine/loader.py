@@ -17,6 +17,7 @@ from engine.models.fp8 import (
     Fp8Linear,
     dequantize,
     is_fp8,
+    quantize_per_token,
     quantize_rows,
     requantize_rows,
     row_scales,
@@ -104,7 +105,7 @@ def load_model(
             f"The checkpoint in {folder} does not match its config: {exc}"
         ) from exc
     model.init_rope(device)
-    small_batch_rows, outputs = 0, set()
+    small_batch_rows, outputs, scaled_mm_inputs = 0, set(), set()
     for module in model.modules():
         if isinstance(module, Fp8Linear):
             module.use_scaled_mm(
@@ -112,6 +113,11 @@ def load_model(
             )
             small_batch_rows = max(small_batch_rows, module.small_batch_rows)
             outputs.add(module.out_features)
+            if module.scaled_mm:
+                scaled_mm_inputs.add(module.in_features)
+    if dtype == torch.bfloat16:  # the activations' rounding for each row length, not in a step
+        for inputs in sorted(scaled_mm_inputs):
+            quantize_per_token(torch.zeros(1, inputs, device=device, dtype=dtype))
     if small_batch_rows and dtype == torch.bfloat16:  # their variants now, not in a step
         from engine.models.fp8_small_batch import prebuild
 
