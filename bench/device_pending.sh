@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|23j|23k|23l|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
 # (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
 # install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
 # MarkupSafe) and cuDNN's frontend.
@@ -226,7 +226,7 @@ if [ "${ONLY:-}" = 23k ]; then
         tests/engine/test_fp8_small_batch.py -q -o addopts= -k "cuda"
     prefill_fp8=(bench/prefill.py --device cuda --tokens 131072 --weights fp8 --kv-dtype fp8
         --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none --fp8-attention --out "$out")
-    step 100 prefill-fp8-before bash -c 'cd .ab-old && PYTHONPATH=/tmp/site:$PWD exec python3 "$@"' \
+    step 100 prefill-fp8-before bash -c 'cd .ab-old && PYTHONPATH=/tmp/site:$PWD:$OLDPWD exec python3 "$@"' \
         _ "${prefill_fp8[@]}" --label "$label.fp8-24gib.before-fused-quant"
     step 100 prefill-fp8-after python3 "${prefill_fp8[@]}" --label "$label.fp8-24gib.fused-quant"
     step 200 prefill-fp8-compile python3 "${prefill_fp8[@]}" --compile \
@@ -234,4 +234,24 @@ if [ "${ONLY:-}" = 23k ]; then
     step 100 prefill-profile-fp8 python3 bench/prefill_profile.py --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --fp8-attention
     ab_70b 90
+fi
+if [ "${ONLY:-}" = 23l ]; then
+    # Issue 23 on an H200 (its targets), PDL on by default since call M: the 70B one stream
+    # (target 45 tokens/s), the 128K FP8 prompt compiled (target 7.0 s; 7.68 s on an H100, call
+    # N), the 8B FP8 and bf16 one stream compiled (targets 400 and 225), then the 70B's latency
+    # table and long prompt.
+    step 120 gen-70b-single python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+        --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.pdl"
+    step 120 prefill-fp8-compile python3 bench/prefill.py --device cuda --tokens 131072 \
+        --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
+        --fp8-attention --compile --out "$out" --label "$label.fp8-24gib.compile"
+    step 100 gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts single concurrent --out-dir "$out" \
+        --label "$label.fp8.compile.pdl"
+    step 100 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" \
+        --compile --parts single --out-dir "$out" --label "$label.bf16.compile.pdl"
+    step 200 gen-70b-latency python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+        --max-num-seqs 32 --parts latency long --out-dir "$out" --label "$label.70b-fp8.latency"
 fi
