@@ -263,14 +263,11 @@ def test_fused_quantize_builds_for_hopper() -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.attention.cudnn_fp8_kernels import _quantize_kernel as fn
-    from tests.engine.test_fp8_kv import _sm90_ptx
+    from tests.engine.test_fp8_kv import _assert_rounds_as_torch, _sm90_ptx
 
     constexprs = {"NUM_HEADS": 8, "HEADS_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128}
     kinds = {"x_ptr": "*bf16", "descale_ptr": "*fp32", "out_ptr": "*fp8e4nv", "fp8_max": "fp32"}
-    ptx = _sm90_ptx(fn, kinds, constexprs, num_warps=4)
-    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
-    divisions = {line.split()[0] for line in ptx.splitlines() if line.strip().startswith("div.")}
-    assert {d for d in divisions if d.endswith(".f32")} == {"div.rn.f32"}, divisions
+    _assert_rounds_as_torch(_sm90_ptx(fn, kinds, constexprs, num_warps=4))
 
 
 @pytest.mark.skipif(

@@ -434,6 +434,14 @@ def _sm90_ptx(fn, kinds: dict, constexprs: dict, *, num_warps: int) -> str:
     return built.asm["ptx"]
 
 
+def _assert_rounds_as_torch(ptx: str) -> None:
+    """A quantizing kernel's sm_90 build divides as torch does (IEEE, no approximate division)
+    and rounds to E4M3 to nearest, saturating."""
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+    divisions = {line.split()[0] for line in ptx.splitlines() if line.strip().startswith("div.")}
+    assert {d for d in divisions if d.endswith(".f32")} == {"div.rn.f32"}, divisions
+
+
 def test_the_fp8_cache_gives_the_same_logits_however_the_prompt_is_chunked(llama) -> None:
     """A token's keys and values are the FP8 pages' whichever step wrote them: a chunk attends to
     its own K/V as rounded into the pages, as to its prefix's, and as decode does to all. When a

@@ -345,14 +345,13 @@ def test_per_token_rounding_builds_for_hopper() -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.models.fp8_tokens import _quantize_tokens_kernel as fn
-    from tests.engine.test_fp8_kv import _sm90_ptx
+    from tests.engine.test_fp8_kv import _assert_rounds_as_torch, _sm90_ptx
 
     kinds = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "K": "i32"}
     kinds |= {"stride_x": "i32", "fp8_max": "fp32", "min_scale": "fp32"}
-    ptx = _sm90_ptx(fn, kinds, {"BLOCK_K": 16384, "USE_PDL": False}, num_warps=16)
-    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
-    divisions = {line.split()[0] for line in ptx.splitlines() if line.strip().startswith("div.")}
-    assert {d for d in divisions if d.endswith(".f32")} == {"div.rn.f32"}, divisions
+    _assert_rounds_as_torch(
+        _sm90_ptx(fn, kinds, {"BLOCK_K": 16384, "USE_PDL": False}, num_warps=16)
+    )
 
 
 @pytest.mark.skipif(
