@@ -9,27 +9,7 @@
 # 4K prompts need about 35). KV_GIB overrides.
 set -uo pipefail
 out=${1:?OUT_DIR}
-if # One stream without, then with PDL (ab_pdl), each under LIMIT seconds: the 8B in FP8 compiled,
-# the 70B in FP8 eager (on an H200 only: it does not fit an H100 beside its cache), the 8B in
-# bf16 compiled.
-ab_fp8_compile() {  # ab_fp8_compile LIMIT
-    ab_pdl "$1" gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
-        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
-        --label "$label.fp8.compile.{pdl}"
-}
-ab_70b() {  # ab_70b LIMIT
-    [ "$label" = h200 ] || return 0
-    ab_pdl "$1" gen-70b python3 bench/generate.py --device cuda \
-        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
-        --max-num-seqs 32 --parts single --out-dir "$out" \
-        --label "$label.70b-fp8.{pdl}"
-}
-ab_bf16_compile() {  # ab_bf16_compile LIMIT
-    ab_pdl "$1" gen-bf16-compile python3 bench/generate.py --device cuda \
-        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
-        --label "$label.bf16.compile.{pdl}"
-}
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
     label=h200 kv_gib=${KV_GIB:-72}
 else
     label=h100 kv_gib=${KV_GIB:-40}
@@ -53,6 +33,26 @@ ab_pdl() {  # ab_pdl SECONDS NAME COMMAND...: step without, then with --pdl; {pd
         args+=("--$pdl")  # --no-pdl or --pdl
         step "$limit" "$name-$pdl" "${args[@]}"
     done
+}
+# One stream without, then with PDL (ab_pdl), each under LIMIT seconds: the 8B in FP8 compiled,
+# the 70B in FP8 eager (on an H200 only: it does not fit an H100 beside its cache), the 8B in
+# bf16 compiled.
+ab_fp8_compile() {  # ab_fp8_compile LIMIT
+    ab_pdl "$1" gen-fp8-compile python3 bench/generate.py --device cuda --weights fp8 \
+        --kv-dtype fp8 --kv-gib 30 --compile --parts single --out-dir "$out" \
+        --label "$label.fp8.compile.{pdl}"
+}
+ab_70b() {  # ab_70b LIMIT
+    [ "$label" = h200 ] || return 0
+    ab_pdl "$1" gen-70b python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+        --max-num-seqs 32 --parts single --out-dir "$out" \
+        --label "$label.70b-fp8.{pdl}"
+}
+ab_bf16_compile() {  # ab_bf16_compile LIMIT
+    ab_pdl "$1" gen-bf16-compile python3 bench/generate.py --device cuda \
+        --kv-gib "$kv_gib" --compile --parts single --out-dir "$out" \
+        --label "$label.bf16.compile.{pdl}"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 if [ "${ONLY:-24}" = 24 ]; then  # both sections when ONLY is unset
@@ -172,18 +172,20 @@ if [ "${ONLY:-}" = 23g ]; then
     # Issue 23, after 23f on the same machine: the FP8 step's graph replay with and without PDL
     # (1 and 64 rows), bf16 one stream compiled with and without it, the 8B in FP8 at 64
     # streams (compiled), the 70B's 32K prompt and latency table. PDL=1 turns it on in the last
-    # two.
+    # two (off otherwise: these steps were its "without" side before it was the default).
+    pdl_flag=--no-pdl
+    [ -n "${PDL:-}" ] && pdl_flag=--pdl
     ab_pdl 120 decode-profile-fp8 python3 bench/decode_profile.py --weights fp8 \
         --kv-dtype fp8 --compile --batches 1 64 --steps 40
     ab_bf16_compile 150
     step 150 gen-fp8-compile-concurrent python3 bench/generate.py --device cuda --weights fp8 \
         --kv-dtype fp8 --kv-gib 30 --compile --parts concurrent --out-dir "$out" \
-        --label "$label.fp8.compile.concurrent" ${PDL:+--pdl}
+        --label "$label.fp8.compile.concurrent" "$pdl_flag"
     if [ "$label" = h200 ]; then
         step 170 gen-70b-latency python3 bench/generate.py --device cuda \
             --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
             --max-num-seqs 32 --parts long latency --out-dir "$out" \
-            --label "$label.70b-fp8.latency" ${PDL:+--pdl}
+            --label "$label.70b-fp8.latency" "$pdl_flag"
     fi
 fi
 if [ "${ONLY:-}" = 23h ]; then
