@@ -68,6 +68,15 @@ def gemv_configs(rows: int) -> list[dict]:
             for bn, bk, w in itertools.product((4, 8, 16), (1024, 2048, 4096), (4, 8))
             if 4096 <= bn * bk <= 32768
         ]  # fmt: skip
+        # each tile loaded an iteration ahead (prefetch): two tiles in flight a program
+        configs += [
+            dict(kind="gemv", block_n=bn, block_k=bk, num_warps=w, num_stages=2,
+                 reduce_each_tile=reduce, prefetch=True)
+            for bn, bk, w, reduce in itertools.product(
+                (4, 8, 16), (512, 1024, 2048), (4, 8), (False, True)
+            )
+            if 4096 <= bn * bk <= (32768 if reduce else 8192)
+        ]  # fmt: skip
     return configs
 
 
@@ -227,6 +236,7 @@ def best_table(rows: list[dict]) -> list[str]:
                     + (f" k{r['split_k']}" if "split_k" in r else "")
                     + (" unswapped" if r.get("swap") is False else "")
                     + (" reduced" if r.get("reduce_each_tile") else "")
+                    + (" prefetch" if r.get("prefetch") else "")
                     + "]"
                     if "block_n" in r
                     else ""

@@ -119,6 +119,7 @@ def _fp8_weight_gemv_kernel(
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
     REDUCE_EACH_TILE: tl.constexpr,
+    PREFETCH: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     """The same product without tensor cores, for one to a few rows: each program widens a
@@ -127,6 +128,10 @@ def _fp8_weight_gemv_kernel(
     reduces it once at the end; with REDUCE_EACH_TILE it reduces each tile's products instead
     (shuffles every tile, but a [BLOCK_N] sum where the other holds BLOCK_N * BLOCK_K: registers
     for larger tiles, so more weight bytes in flight).
+
+    PREFETCH (one row): each iteration loads the next weight tile before it multiplies the one
+    it holds, so two tiles are in flight a program where the plain loop has one (Triton's
+    pipeliner leaves loads that feed no tl.dot as they are).
 
     USE_PDL (launched with programmatic dependent launch, engine/device_guard.py): one row's
     first weight tile is loaded before the program waits for the kernel before it (weights are
@@ -146,7 +151,24 @@ def _fp8_weight_gemv_kernel(
             sums = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         w_rows = w_ptr + cols[:, None] * stride_wn
         first = k_start
-        if USE_PDL:  # the first tile peeled: its weights loaded before the wait
+        if PREFETCH:  # the first tile loaded ahead; then each iteration loads the next
+            k = k_start + ks
+            w = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & (k < k_end)[None, :], other=0.0)
+            if USE_PDL:  # weights are no kernel's output: loaded before the wait
+                tl.extra.cuda.gdc_wait()
+            for k0 in range(k_start, k_end, BLOCK_K):
+                k = k0 + ks
+                following = k + BLOCK_K
+                w_next = tl.load(
+                    w_rows + following[None, :],
+                    mask=col_ok[:, None] & (following < k_end)[None, :],
+                    other=0.0,
+                )
+                x = tl.load(x_ptr + k, mask=k < k_end, other=0.0).to(tl.float32)
+                sums = _gemv_tile(sums, w, x, REDUCE_EACH_TILE)
+                w = w_next
+            first = k_end  # nothing left for the loop below
+        elif USE_PDL:  # the first tile peeled: its weights loaded before the wait
             k = k_start + ks
             k_ok = k < k_end
             w = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
@@ -217,6 +239,7 @@ def fp8_weight_gemv(
     num_warps: int = 4,
     num_stages: int = 2,
     reduce_each_tile: bool = False,
+    prefetch: bool = False,
 ) -> torch.Tensor:
     """fp8_weight_matmul through the tensor-core-free kernel, with its tile sizes given; split_k
     > 1 writes fp32 partials, then sums them in a fixed order and casts (one more kernel;
@@ -246,6 +269,7 @@ def fp8_weight_gemv(
             BLOCK_K=block_k,
             SPLIT_K=split_k,
             REDUCE_EACH_TILE=reduce_each_tile,
+            PREFETCH=prefetch and rows == 1,
             num_warps=num_warps,
             num_stages=num_stages,
             **launch_options(x.device),

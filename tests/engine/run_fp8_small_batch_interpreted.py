@@ -13,13 +13,17 @@ from tests.engine.run_paged_decode_interpreted import start_interpreted
 # than 16 (BLOCK_M 32), a ragged N.
 SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
 # Explicit tiles (bench/fp8_matmul_sweep.py's): the GEMV with several rows and split-K (fp32
-# partials, uneven splits, an empty one), reducing each tile (a ragged N and K, split), the bf16-activation tensor-core kernel split along K,
-# the FP8-activation one unswapped and split unevenly over a ragged last group.
+# partials, uneven splits, an empty one), reducing each tile (a ragged N and K, split), each
+# weight tile loaded an iteration ahead (prefetch: ragged, and split), the bf16-activation
+# tensor-core kernel split along K, the FP8-activation one unswapped and split unevenly over a
+# ragged last group.
 TILE_CASES = [
     ((2, 24, 520), dict(block_n=16, block_k=128, split_k=3)),
     ((1, 40, 1000), dict(block_n=8, block_k=256, split_k=4)),
     ((1, 44, 1100), dict(block_n=8, block_k=512, reduce_each_tile=True)),
     ((1, 24, 1000), dict(block_n=4, block_k=256, split_k=3, reduce_each_tile=True)),
+    ((1, 40, 1100), dict(block_n=8, block_k=256, prefetch=True)),
+    ((1, 24, 1000), dict(block_n=4, block_k=128, split_k=3, reduce_each_tile=True, prefetch=True)),
     ((33, 40, 600), dict(kind="dot", block_n=32, block_k=128, split_k=3)),
     ((64, 16, 300), dict(kind="dot", block_n=16, block_k=128, split_k=4)),
     ((5, 72, 700), dict(kind="w8a8", block_n=64, split_k=3, swap=False)),

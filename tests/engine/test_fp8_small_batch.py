@@ -144,6 +144,7 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
             "BLOCK_M": 1,
             "BLOCK_K": config["block_k"],
             "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
+            "PREFETCH": config.get("prefetch", False),
             "USE_PDL": False,
         }
     elif kind == "dot":
@@ -169,11 +170,12 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
-def test_gemv_with_programmatic_launch_builds_for_hopper() -> None:
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool) -> None:
     """Launched with programmatic dependent launch (USE_PDL), the one-row GEMV built for sm_90
     loads weights before it waits for the kernel before it (griddepcontrol.wait: the weights are
     no kernel's output), and lets the next kernel launch (griddepcontrol.launch_dependents)
-    only after its loop, before its stores."""
+    only after its loop, before its stores; so too with each tile loaded an iteration ahead."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.models import fp8_small_batch as kernels
@@ -186,6 +188,7 @@ def test_gemv_with_programmatic_launch_builds_for_hopper() -> None:
         "BLOCK_K": config["block_k"],
         "SPLIT_K": 1,
         "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
+        "PREFETCH": prefetch,
         "USE_PDL": True,
     }
     lines = (
