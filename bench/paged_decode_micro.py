@@ -1,6 +1,6 @@
 """The paged decode attention kernel on CUDA: checked against its reference, then timed.
 
-Usage: python3 bench/paged_decode_micro.py [--check] [--sweep] [--out results.md]
+Usage: python3 bench/paged_decode_micro.py [--check] [--sweep] [--merge-ab] [--out results.md]
            [--batches 1 8 16 32 64] [--contexts 4096 8192 32768]
 
 Needs only torch and triton: engine/attention/paged_decode.py is loaded without the engine
@@ -285,6 +285,40 @@ def sweep_shape(batch: int, context: int) -> list[str]:
     return lines
 
 
+def merge_ab(shapes=((1, 4096), (1, 32768), (8, 4096), (64, 4096))) -> list[str]:
+    """The splits merged by a second kernel or by the split kernel's last program
+    (merge_counters), one after the other on the same inputs: per-call graph time, and the
+    fused output against the reference (and the counters back at zero after the graph)."""
+    lines = ["", "## Merge: second kernel against the split kernel's own (CUDA graph, us per call)"]
+    lines += [
+        "",
+        "| B | context | splits | second kernel | fused | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for batch, context in shapes:
+        q, k, v, tables, lens, _ = setup(batch, context)
+        counters = pd.merge_counters(batch, KV, q.device)
+        plain = time_graph(kernel_calls(q, k, v, tables, lens, context))
+        fused_calls = kernel_calls(q, k, v, tables, lens, context, merge_counters=counters)
+        fused = time_graph(fused_calls)
+        assert int(counters.abs().sum()) == 0, "the counters are not back at zero"
+        got = pd.paged_decode_attention(
+            q, k, v, tables[0], lens, max_context_len=context, merge_counters=counters
+        )
+        name = f"fused merge B={batch} context={context}"
+        assert_close(name, got, pd.paged_decode_reference(q, k, v, tables[0], lens), q.dtype)
+        splits = pd.plan_num_splits(
+            batch_size=batch, num_kv_heads=KV, max_context_len=context,
+            num_sms=torch.cuda.get_device_properties(0).multi_processor_count,
+        )  # fmt: skip
+        lines.append(
+            f"| {batch} | {context} | {splits} | {plain:.1f} | {fused:.1f} | {plain / fused:.2f} |"
+        )
+        print(lines[-1], flush=True)
+        torch.cuda.empty_cache()
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="assert kernel == reference first")
@@ -292,6 +326,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 16, 32, 64])
     parser.add_argument("--contexts", type=int, nargs="+", default=[4096, 8192, 32768])
     parser.add_argument("--out", type=Path, help="also write the markdown table here")
+    parser.add_argument(
+        "--merge-ab", action="store_true", help="also time the merge: second kernel or fused"
+    )
     args = parser.parse_args()
     if not pd.is_paged_decode_available(torch.device("cuda")):
         raise SystemExit("needs a CUDA device and triton")
@@ -318,6 +355,8 @@ def main() -> None:
             lines.append(bench_row(batch, context))
             print(lines[-1], flush=True)
             torch.cuda.empty_cache()  # the row's caches are gone with its frame
+    if args.merge_ab:
+        lines += merge_ab()
     if args.sweep:
         lines += sweep()
     if args.out:

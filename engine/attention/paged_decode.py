@@ -37,6 +37,9 @@ MAX_TOKENS_PER_SPLIT = 4096
 MAX_SPLITS = 128
 # A K (or V) tile of about this many bytes per iteration: 32 tokens at D=128 in bf16.
 TILE_BYTES = 8192
+# The split kernel's own merge (merge_counters) takes at most this many partial output values
+# into registers at once (8 splits of 4 query heads at D=128).
+MERGE_VALUES = 4096
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,10 @@ def prebuild(
     *,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
+    merge_counters: torch.Tensor | None = None,
 ) -> None:
-    """Compile now every variant of the kernels that decode steps over these caches launch:
+    """Compile now every variant of the kernels that decode steps over these caches launch
+    (with merge_counters: the split kernel that merges its own splits, as the steps will):
     Triton compiles a variant at its first launch, seconds, inside whichever step first needs
     it (on an H100, a step of 8 decoding requests took 2.4 s so, its thread in Triton's
     compiler: bench/results/kv_tiers_h100.md). Reads one page of the caches, writes nothing of
@@ -131,7 +136,7 @@ def prebuild(
     for num_splits in prebuild_split_counts():
         paged_decode_attention(
             q, k_cache, v_cache, table, lens, num_splits=num_splits, k_scale=k_scale,
-            v_scale=v_scale,
+            v_scale=v_scale, merge_counters=merge_counters,
         )  # fmt: skip
 
 
@@ -184,6 +189,7 @@ def paged_decode_attention(
     config: KernelConfig | None = None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
+    merge_counters: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of one query per sequence over its paged keys -> [B, H, D] (into `out` if given).
 
@@ -195,6 +201,10 @@ def paged_decode_attention(
     num_splits and config override the split plan and the launch parameters (tuning, tests).
     k_scale, v_scale: [num_blocks, block_size, KV] fp32 for an FP8 cache (engine/attention/
     fp8_kv.py): a key is k_cache * k_scale[..., None], dequantized tile by tile in the kernel.
+    merge_counters: int32 zeros, at least B * KV of them (merge_counters()), with which the split
+    kernel merges its own splits (its last program of each sequence and KV head) instead of a
+    second kernel; the kernel leaves them zero. Calls that share one must not run at once (one
+    stream: an engine's steps).
     """
     kernels = _kernels()
     if kernels is None:
@@ -210,6 +220,7 @@ def paged_decode_attention(
     batch_size, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_heads // num_kv_heads
+    _check_counters(merge_counters, batch_size * num_kv_heads, q.device)
     is_fp8 = k_scale is not None
     if k_scale is None or v_scale is None:  # unread (KV_FP8 off): any pointer will do
         k_scale = v_scale = context_lens
@@ -232,6 +243,10 @@ def paged_decode_attention(
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     block_d = _next_power_of_2(max(head_dim, MIN_DOT_DIM))
     single = num_splits == 1
+    fused = merge_counters is not None and not single
+    group_p2 = _next_power_of_2(group) if fused else 1
+    if merge_counters is None:  # unread (FUSED_MERGE off): any pointer will do
+        merge_counters = context_lens
     if single:  # the kernel writes `out` directly; the workspace pointers go unused
         part_out = part_lse = out
     else:
@@ -244,7 +259,7 @@ def paged_decode_attention(
     with on_device(q.device):
         kernels._paged_decode_split_kernel[(batch_size, num_kv_heads, num_splits)](
             q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, out, part_out,
-            part_lse,
+            part_lse, merge_counters,
             scale * LOG2_E,
             block_tables.shape[1],
             q.stride(0), q.stride(1),
@@ -264,12 +279,16 @@ def paged_decode_attention(
             KV_FP8=is_fp8,
             FP16_DOTS=is_fp8 and config.fp16_dots and q.dtype.itemsize == 2,
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            FUSED_MERGE=fused,
+            GROUP_P2=group_p2,
+            # splits merged at once: [GROUP_P2, MERGE_CHUNK, BLOCK_D] fp32, 4,096 values
+            MERGE_CHUNK=max(1, MERGE_VALUES // (group_p2 * block_d)) if fused else 1,
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
             **launch_options(q.device),
         )  # fmt: skip
-        if not single:
+        if not (single or fused):
             kernels._merge_splits_kernel[(batch_size, num_heads)](
                 part_out, part_lse, out, num_splits, out.stride(0), out.stride(1),
                 HEAD_DIM=head_dim,
@@ -393,6 +412,29 @@ def _check_inputs(
         raise EngineError(f"out must be {q.dtype} {tuple(q.shape)}, like q.")
     if any(t.stride(-1) != 1 for t in tensors):
         raise EngineError("q, the caches, block_tables and out need a contiguous last dimension.")
+
+
+def merge_counters(rows: int, num_kv_heads: int, device: torch.device) -> torch.Tensor:
+    """Zeroed counters with which paged_decode_attention merges splits in its split kernel,
+    for batches of up to `rows` sequences; allocate them before any CUDA graph capture."""
+    return torch.zeros(rows * num_kv_heads, dtype=torch.int32, device=device)
+
+
+def _check_counters(counters: torch.Tensor | None, needed: int, device: torch.device) -> None:
+    if counters is None:
+        return
+    if (
+        counters.dtype != torch.int32
+        or counters.dim() != 1
+        or not counters.is_contiguous()
+        or counters.numel() < needed
+        or counters.device != device
+    ):
+        raise EngineError(
+            f"merge_counters must be a contiguous int32 vector of at least {needed} zeros "
+            f"(batch size times KV heads) on {device}; got {counters.dtype} "
+            f"{list(counters.shape)} on {counters.device}."
+        )
 
 
 def _kernels() -> ModuleType | None:

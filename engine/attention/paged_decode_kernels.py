@@ -5,7 +5,8 @@ TILE_N tokens (several pages) per iteration, gathered through the block table, a
 online softmax in fp32 for all GROUP query heads of its KV head at once (padded to GROUP_PAD
 rows for tl.dot), so each K/V byte is read once per sequence. With one split it writes the
 normalized output; with several it writes a partial output and its log-sum-exp (base 2) to a
-workspace, and _merge_splits_kernel combines them.
+workspace, and _merge_splits_kernel combines them, or (FUSED_MERGE, given a zeroed counter per
+sequence and KV head) the last program of each sequence and KV head to finish does.
 
 A split's token range comes from the sequence's own context length, read on the device: the
 host never needs it, so a CUDA graph replays with new context_lens and block tables.
@@ -35,6 +36,7 @@ def _paged_decode_split_kernel(
     out_ptr,  # [B, H, D]: written when SINGLE_SPLIT
     part_out_ptr,  # [B, H, S, D] fp32: written otherwise
     part_lse_ptr,  # [B, H, S] fp32, log2 domain
+    counters_ptr,  # [>= B * KV] int32, zero between launches: read when FUSED_MERGE
     scale_log2,  # softmax scale * log2(e): scores go through exp2
     max_blocks,
     stride_qb,
@@ -60,6 +62,9 @@ def _paged_decode_split_kernel(
     KV_FP8: tl.constexpr,
     FP16_DOTS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    FUSED_MERGE: tl.constexpr,
+    GROUP_P2: tl.constexpr,
+    MERGE_CHUNK: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     if USE_PDL:  # programmatic dependent launch: q and this step's K/V slot come from kernels
@@ -191,6 +196,89 @@ def _paged_decode_split_kernel(
         part_rows = (seq * num_heads + heads) * num_splits + split  # [GROUP_PAD]
         tl.store(part_out_ptr + part_rows[:, None] * HEAD_DIM + dims[None, :], out, mask=out_mask)
         tl.store(part_lse_ptr + part_rows, m_i + tl.log2(l_i), mask=row_ok)
+        if FUSED_MERGE:
+            _merge_if_last(
+                counters_ptr, part_out_ptr, part_lse_ptr, out_ptr, seq, kv_head,
+                tl.num_programs(1), num_splits, num_heads, stride_ob, stride_oh,
+                GROUP, GROUP_P2, HEAD_DIM, BLOCK_D, MERGE_CHUNK,
+            )  # fmt: skip
+
+
+@triton.jit
+def _merge_if_last(
+    counters_ptr,
+    part_out_ptr,
+    part_lse_ptr,
+    out_ptr,
+    seq,
+    kv_head,
+    num_kv_heads,
+    num_splits,
+    num_heads,
+    stride_ob,
+    stride_oh,
+    GROUP: tl.constexpr,
+    GROUP_P2: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    MERGE_CHUNK: tl.constexpr,
+):
+    """The split kernel's own merge (no second kernel): each program of a (sequence, KV head)
+    counts itself in once its partials are stored; the one that arrives last combines that KV
+    head's query heads over all splits, as _merge_splits_kernel does, then sets the count back
+    to zero for the next launch (and the next layer: the buffer is reused).
+
+    The count is one atomic add with acquire-release order at GPU scope, after a barrier: every
+    thread's stores of this program come before it, and the last program's loads of the other
+    programs' partials come after theirs. Those loads skip L1 (.cg), read from L2."""
+    tl.debug_barrier()  # every thread of this program has stored its partials
+    counter = counters_ptr + seq * num_kv_heads + kv_head
+    arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+    if arrived == num_splits - 1:
+        tl.store(counter, 0)
+        rows = tl.arange(0, GROUP_P2)
+        heads = kv_head * GROUP + rows
+        row_ok = rows < GROUP
+        dims = tl.arange(0, BLOCK_D)
+        dim_ok = dims < HEAD_DIM
+        chunk = tl.arange(0, MERGE_CHUNK)
+        base = (seq * num_heads + heads) * num_splits  # [GROUP_P2]: each head's first split
+        # The largest log-sum-exp of each head, then the splits' outputs weighted by
+        # exp2(lse - largest): an empty split (lse -inf) weighs 0, and a head whose splits are
+        # all empty (context 0) has every weight 0, its output 0.
+        top = tl.full([GROUP_P2], float("-inf"), dtype=tl.float32)
+        for first in range(0, num_splits, MERGE_CHUNK):
+            splits = first + chunk
+            ok = row_ok[:, None] & (splits < num_splits)[None, :]
+            lse = tl.load(
+                part_lse_ptr + base[:, None] + splits[None, :],
+                mask=ok,
+                other=float("-inf"),
+                cache_modifier=".cg",
+            )  # [GROUP_P2, MERGE_CHUNK]
+            top = tl.maximum(top, tl.max(lse, 1))
+        top = tl.where(top == float("-inf"), 0.0, top)
+        total = tl.zeros([GROUP_P2], dtype=tl.float32)
+        acc = tl.zeros([GROUP_P2, BLOCK_D], dtype=tl.float32)
+        for first in range(0, num_splits, MERGE_CHUNK):
+            splits = first + chunk
+            ok = row_ok[:, None] & (splits < num_splits)[None, :]
+            rows_at = base[:, None] + splits[None, :]  # [GROUP_P2, MERGE_CHUNK]
+            lse = tl.load(
+                part_lse_ptr + rows_at, mask=ok, other=float("-inf"), cache_modifier=".cg"
+            )
+            weights = tl.exp2(lse - top[:, None])
+            total += tl.sum(weights, 1)
+            parts = tl.load(
+                part_out_ptr + rows_at[:, :, None] * HEAD_DIM + dims[None, None, :],
+                mask=ok[:, :, None] & dim_ok[None, None, :],
+                other=0.0,
+                cache_modifier=".cg",
+            )  # [GROUP_P2, MERGE_CHUNK, BLOCK_D]
+            acc += tl.sum(parts * weights[:, :, None], 1)
+        out = acc / tl.where(total > 0, total, 1.0)[:, None]
+        out_ptrs = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :]
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :])
 
 
 @triton.jit(do_not_specialize=["num_splits"])

@@ -48,6 +48,7 @@ class Case:
     q_gain: float = 1.0  # larger q: larger scores, more rescaling of the running max
     kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
     fp16_dots: bool = True  # KernelConfig.fp16_dots (an FP8 cache and a 16-bit model)
+    fused_merge: bool = False  # the split kernel merges its splits (merge_counters)
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -73,6 +74,16 @@ CASES: dict[str, Case] = {
     "g4_d128_bf16_fp8_kv_model_dtype_dots": Case(8, 2, 128, torch.bfloat16, (17, 300), kv_fp8=True, fp16_dots=False),
     # q past fp16's range (|q| up to ~4e5 in bf16): the fp16 dots scale it down first.
     "large_q_bf16_fp8_kv": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True),
+    # The split kernel's own merge: the plan's splits, more splits than one chunk of the merge
+    # holds (40 of 8 a chunk at G=4, D=128; ragged, many empty), empty splits, only padding
+    # rows, one query head a KV head (64 a chunk), an FP8 cache, and several at once (9 heads
+    # on 3 KV heads: 4 rows a chunk, one padded).
+    "fused_g3_d64_fp32_mixed": Case(9, 3, 64, torch.float32, MIXED, fused_merge=True),
+    "fused_g4_d128_bf16_40_splits": Case(8, 2, 128, torch.bfloat16, (1000, 17, 0, 300), num_splits=40, fused_merge=True),
+    "fused_g1_d128_fp32_empty_splits": Case(2, 2, 128, torch.float32, (100, 3), num_splits=8, fused_merge=True),
+    "fused_all_padding_fp32": Case(4, 2, 64, torch.float32, (0, 0), num_splits=4, fused_merge=True),
+    "fused_g4_d128_bf16_fp8_kv_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, fused_merge=True),
+    "fused_large_scores_fp32": Case(4, 2, 64, torch.float32, (700,), q_gain=10.0, num_splits=5, fused_merge=True),
 }  # fmt: skip
 
 
@@ -124,9 +135,19 @@ def run_case(case: Case, device: torch.device) -> dict:
                 num_stages=default.num_stages,
                 fp16_dots=case.fp16_dots,
             )
-        result = paged_decode_attention(
-            **inputs, scale=case.scale, out=out, num_splits=case.num_splits, config=config
-        )
+        options = dict(scale=case.scale, num_splits=case.num_splits, config=config)
+        counters = None
+        if case.fused_merge:  # three more than the launch counts with: they stay untouched
+            counters = torch.zeros(
+                len(case.context_lens) * case.num_kv_heads + 3, dtype=torch.int32, device=device
+            )
+            options["merge_counters"] = counters
+        result = paged_decode_attention(**inputs, out=out, **options)
+        checks = {}
+        if counters is not None:  # left at zero for the next launch, which gives the same
+            checks["counters_zero"] = bool((counters == 0).all().item())
+            again = paged_decode_attention(**inputs, **options)
+            checks["same_again"] = bool(torch.equal(again, result))
         expected = paged_decode_reference(**inputs, scale=case.scale)
         padding = inputs["context_lens"] == 0
         atol, rtol = TOLERANCE[case.dtype]
@@ -141,6 +162,7 @@ def run_case(case: Case, device: torch.device) -> dict:
             "wrote_into_out": result.data_ptr() == out.data_ptr(),
             "padding_rows_zero": bool((result[padding] == 0).all().item()),
             "reference_has_nan": bool(expected.isnan().any().item()),
+            **checks,
         }
     except Exception:
         return {"error": traceback.format_exc()}

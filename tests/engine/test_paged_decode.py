@@ -68,6 +68,8 @@ def _assert_case_passed(result: dict) -> None:
     assert result["wrote_into_out"]
     assert result["padding_rows_zero"]
     assert not result["reference_has_nan"]
+    assert result.get("counters_zero", True)
+    assert result.get("same_again", True)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -370,6 +372,8 @@ def test_kernel_refuses_cpu_tensors_outside_the_interpreter() -> None:
         paged_decode_attention(**inputs)
 
 
+# The split kernel's constexprs for a launch that merges in a second kernel (no merge_counters).
+MERGE_OFF = {"FUSED_MERGE": False, "GROUP_P2": 1, "MERGE_CHUNK": 1}
 HOPPER_BUILDS = [  # (dtype, head_dim, group, block_size, single split, FP8 cache): for sm_90
     ("bf16", 128, 4, 16, False, False),  # Llama-3-8B
     ("bf16", 128, 4, 16, True, False),
@@ -420,6 +424,7 @@ def test_kernels_compile_for_hopper(
             "KV_FP8": kv_fp8,
             "FP16_DOTS": kv_fp8 and dtype != "fp32",
             "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
+            **MERGE_OFF,
             "USE_PDL": False,
         },
         {"num_warps": config.num_warps, "num_stages": config.num_stages},
@@ -439,6 +444,46 @@ def test_kernels_compile_for_hopper(
 
 @pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
 @pytest.mark.parametrize("kv_fp8", [False, True])
+def test_fused_merge_counts_once_a_program_and_reads_past_l1(kv_fp8: bool) -> None:
+    """The split kernel that merges its own splits (FUSED_MERGE), built for sm_90: one thread of
+    a program counts it in (one predicated atomic add, acquire-release at GPU scope) after a
+    barrier (every thread's partials stored), the count reaches the other threads through
+    another barrier, and the merge loads the partials from L2 (.cg), never a stale L1 line;
+    the merge costs the kernel no shared memory (the programs an SM stay as many)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.attention import paged_decode_kernels as kernels
+
+    dtype = torch.bfloat16
+    config = default_kernel_config(128, dtype, torch.float8_e4m3fn if kv_fp8 else dtype)
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    built = {}
+    for fused in (False, True):
+        constexprs = {
+            "GROUP": 4, "GROUP_PAD": 16, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16,
+            "TILE_N": config.tile_tokens, "SINGLE_SPLIT": False, "KV_FP8": kv_fp8,
+            "FP16_DOTS": kv_fp8, "DOT_PRECISION": "tf32", "FUSED_MERGE": fused,
+            "GROUP_P2": 4 if fused else 1, "MERGE_CHUNK": 8 if fused else 1, "USE_PDL": True,
+        }  # fmt: skip
+        fn = kernels._paged_decode_split_kernel
+        built[fused] = _build(fn, constexprs, options, dtype="bf16", kv_fp8=kv_fp8, arch=90)
+    lines = built[True].asm["ptx"].splitlines()
+    atomics = [i for i, line in enumerate(lines) if "atom." in line]
+    assert len(atomics) == 1, [lines[i] for i in atomics]
+    atomic = lines[atomics[0]].strip()
+    assert atomic.startswith("@%p") and ".gpu" in atomic and ".acq_rel" in atomic, atomic
+    last_store = max(i for i in range(atomics[0]) if "st.global" in lines[i])
+    assert any("bar.sync" in line for line in lines[last_store : atomics[0]])
+    first_merge_load = next(i for i in range(atomics[0], len(lines)) if "ld.global" in lines[i])
+    assert any("bar.sync" in line for line in lines[atomics[0] : first_merge_load])
+    merge_loads = [line for line in lines[atomics[0] :] if "ld.global" in line]
+    assert merge_loads and all(".cg" in line for line in merge_loads), merge_loads
+    assert "atom." not in built[False].asm["ptx"]
+    assert built[True].metadata.shared == built[False].metadata.shared
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+@pytest.mark.parametrize("kv_fp8", [False, True])
 def test_programmatic_launch_waits_before_any_load(kv_fp8: bool) -> None:
     """With USE_PDL (programmatic dependent launch) the split and merge kernels built for sm_90
     wait for the kernels before them (griddepcontrol.wait) before any global load: q, the block
@@ -453,7 +498,7 @@ def test_programmatic_launch_waits_before_any_load(kv_fp8: bool) -> None:
     split_constexprs = {
         "GROUP": 4, "GROUP_PAD": 16, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16,
         "TILE_N": config.tile_tokens, "SINGLE_SPLIT": False, "KV_FP8": kv_fp8,
-        "FP16_DOTS": kv_fp8, "DOT_PRECISION": "tf32", "USE_PDL": True,
+        "FP16_DOTS": kv_fp8, "DOT_PRECISION": "tf32", **MERGE_OFF, "USE_PDL": True,
     }  # fmt: skip
     merge_constexprs = {"HEAD_DIM": 128, "BLOCK_D": 128, "SPLITS_PAD": 32, "USE_PDL": True}
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
@@ -489,7 +534,9 @@ def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arc
             signature[name] = "*fp8e4nv"
         elif name.endswith("_ptr"):
             signature[name] = (
-                "*i32" if name in ("block_tables_ptr", "context_lens_ptr") else f"*{dtype}"
+                "*i32"
+                if name in ("block_tables_ptr", "context_lens_ptr", "counters_ptr")
+                else f"*{dtype}"
             )
         else:
             signature[name] = "fp32" if name == "scale_log2" else "i32"
@@ -528,6 +575,7 @@ def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
         "KV_FP8": True,
         "FP16_DOTS": dtype != "fp32",
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
+        **MERGE_OFF,
         "USE_PDL": False,
     }
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
