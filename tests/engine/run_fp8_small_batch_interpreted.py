@@ -14,7 +14,9 @@ from tests.engine.run_paged_decode_interpreted import start_interpreted
 SHAPES = [(1, 48, 64), (1, 24, 1100), (3, 32, 300), (17, 40, 256), (64, 16, 512)]
 # Explicit tiles (bench/fp8_matmul_sweep.py's): the GEMV with several rows and split-K (fp32
 # partials, uneven splits, an empty one), reducing each tile (a ragged N and K, split), each
-# weight tile loaded an iteration ahead (prefetch: ragged, and split), the bf16-activation
+# weight tile loaded an iteration ahead (prefetch: ragged, and split), the layer's work around
+# one row's product (an RMSNorm on the way in, split; SiLU(gate) * up in and a residual added
+# out, as the MLP's down projection; a residual alone, prefetched), the bf16-activation
 # tensor-core kernel split along K, the FP8-activation one unswapped and split unevenly over a
 # ragged last group.
 TILE_CASES = [
@@ -24,6 +26,13 @@ TILE_CASES = [
     ((1, 24, 1000), dict(block_n=4, block_k=256, split_k=3, reduce_each_tile=True)),
     ((1, 40, 1100), dict(block_n=8, block_k=256, prefetch=True)),
     ((1, 24, 1000), dict(block_n=4, block_k=128, split_k=3, reduce_each_tile=True, prefetch=True)),
+    ((1, 40, 1100), dict(block_n=8, block_k=256, norm=True)),
+    ((1, 24, 600), dict(block_n=4, block_k=128, split_k=2, norm=True, prefetch=True)),
+    ((1, 40, 700), dict(block_n=8, block_k=256, gated=True, residual=True)),
+    (
+        (1, 44, 300),
+        dict(block_n=4, block_k=128, reduce_each_tile=True, residual=True, prefetch=True),
+    ),
     ((33, 40, 600), dict(kind="dot", block_n=32, block_k=128, split_k=3)),
     ((64, 16, 300), dict(kind="dot", block_n=16, block_k=128, split_k=4)),
     ((5, 72, 700), dict(kind="w8a8", block_n=64, split_k=3, swap=False)),
@@ -42,6 +51,15 @@ def quantized_groups(x: torch.Tensor, group: int = 128) -> torch.Tensor:
     return (to_fp8(padded / scale).float() * scale).view(rows, -1)[:, :inputs]
 
 
+def _rounding_swing(exact: torch.Tensor, relative: float, carry) -> torch.Tensor:
+    """How far apart the layer's input can land, per input: `exact` (float64) is the value that
+    rounds to the model's dtype, known to `relative`; where its two ends round apart, `carry`
+    takes each on as the layer would (in the model's dtype), else 0."""
+    low = (exact * (1 - relative)).to(torch.bfloat16)
+    high = (exact * (1 + relative)).to(torch.bfloat16)
+    return (carry(high).float() - carry(low).float()).abs()
+
+
 def check(
     rows: int, outputs: int, inputs: int, device: torch.device, tiles: dict | None = None
 ) -> dict:
@@ -58,6 +76,8 @@ def check(
 
     kind = (tiles or {}).get("kind", "gemv")
     options = {k: v for k, v in (tiles or {}).items() if k != "kind"}
+    with_norm, with_residual = options.pop("norm", False), options.pop("residual", False)
+    gated = options.get("gated", False)
     if tiles is None:  # as the engine multiplies: plan() picks
         product = fp8_weight_matmul
         kind = plan(rows)[0]
@@ -68,11 +88,35 @@ def check(
     else:
         product = partial(fp8_weight_gemv, **options)
     generator = torch.Generator().manual_seed(rows * 1000 + outputs)
-    x = torch.randn(rows, inputs, generator=generator).to(device, torch.bfloat16)
+    width = 2 * inputs if gated else inputs
+    x = torch.randn(rows, width, generator=generator).to(device, torch.bfloat16)
     weight, scale = quantize_rows(torch.randn(outputs, inputs, generator=generator).to(device))
-    out = product(x, weight, scale)
+    layer_input = x  # what the model's own kernels hand the product, in its dtype
+    fused = {}  # the layer's work the GEMV takes on (norm, residual; gated is among the tiles)
+    # Inputs the kernel may round the other way than the layer (its rsqrt or exp of its own,
+    # its own order of summing the squares): the two candidates of each, as the layer would
+    # carry them on, and how far apart they are.
+    swing = torch.zeros(rows, inputs, device=device)
+    if with_norm:  # RMSNorm as engine/models/llama.py computes it
+        norm_weight = (torch.randn(inputs, generator=generator) * 0.5 + 1).to(device, x.dtype)
+        fused["norm"] = (norm_weight, 1e-5)
+        normed = torch.nn.functional.rms_norm(x.float(), (inputs,), eps=1e-5).to(x.dtype)
+        layer_input = norm_weight * normed
+        # fp32 sums of K squares in any order, an rsqrt within 2**-22 and x * rstd: 2**-20.
+        exact = x.double() * (x.double().square().mean(1, keepdim=True) + 1e-5).rsqrt()
+        swing = _rounding_swing(exact, inputs * 2**-24 + 2**-20, lambda v: norm_weight * v)
+    if gated:  # the MLP's activation
+        gate, up = x.split(inputs, dim=1)
+        layer_input = torch.nn.functional.silu(gate) * up
+        # SiLU in fp32 from an exp and a division of the kernel's own: a few ulps, 2**-20.
+        swing = _rounding_swing(gate.double() * gate.double().sigmoid(), 2**-20, lambda v: v * up)
+    residual = None
+    if with_residual:
+        residual = torch.randn(1, outputs, generator=generator).to(device, x.dtype)
+        fused["residual"] = residual
+    out = product(x, weight, scale, **fused)
     # FP8 activations: the product of what they round to (exactly as the kernel rounds them).
-    operand = quantized_groups(x) if kind == "w8a8" else x.float()
+    operand = quantized_groups(x) if kind == "w8a8" else layer_input.float()
     wide = dequantize(weight, scale, torch.float32)
     reference = operand @ wide.T
     # The product is exact up to fp32 summation order; only the bf16 output rounds: half an ulp
@@ -86,7 +130,14 @@ def check(
         # by at most 2**-13 of the terms' absolute sum, 2**-10 in all, around an output that
         # cancels to 0 as around any other.
         floor = floor + 2**-10 * (operand.abs() @ wide.abs().T)
-    excess = (out.float() - reference).abs() - (2**-7 * reference.abs() + floor)
+    floor = floor + swing @ wide.abs().T  # the inputs that may round the other way
+    bound = 2**-7 * reference.abs() + floor
+    if residual is not None:
+        # The product rounded to the dtype (each side up to an ulp, 2**-7 of it, from the exact
+        # one), then the residual added and rounded (an ulp of the sum each side).
+        reference = (reference.to(x.dtype) + residual).float()
+        bound = bound + 2**-7 * reference.abs() + 2**-7 * (operand @ wide.T).abs()
+    excess = (out.float() - reference).abs() - bound
     return {
         "shape": [rows, outputs, inputs],
         "kind": kind,

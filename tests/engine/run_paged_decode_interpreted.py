@@ -47,6 +47,7 @@ def _patch_interpreter() -> None:
     # fp32 -> E4M3 as the GPU's cvt.rn.satfinite does it (round to nearest even): the
     # interpreter's own downcast truncates, and its rounding drops the carry into the exponent
     # (1.97 became 1.0, not 2.0). torch's cast rounds alike; values past 448 are clamped before.
+    # fp32 -> bf16 likewise to nearest even (cvt.rn.bf16.f32), where the interpreter truncates.
     convert_float = interpreter._convert_float
 
     # And E4M3 -> fp32 / fp16 as the GPU's cvt does it: the interpreter's widening reads the
@@ -57,6 +58,15 @@ def _patch_interpreter() -> None:
         if input_dtype == tl.float32 and output_dtype == tl.float8e4nv:
             wide = torch.from_numpy(np.ascontiguousarray(data).view(np.float32))
             return wide.to(torch.float8_e4m3fn).view(torch.uint8).numpy().reshape(data.shape)
+        if input_dtype == tl.float32 and output_dtype == tl.bfloat16:  # nearest even, as cvt.rn
+            wide = torch.from_numpy(np.ascontiguousarray(data).view(np.float32))
+            return (
+                wide.to(torch.bfloat16)
+                .view(torch.int16)
+                .numpy()
+                .view(np.uint16)
+                .reshape(data.shape)
+            )
         if input_dtype == tl.float8e4nv and output_dtype in widened:
             raw = torch.from_numpy(np.ascontiguousarray(data).view(np.uint8))
             wide = raw.view(torch.float8_e4m3fn).float().numpy()

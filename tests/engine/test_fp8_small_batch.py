@@ -93,6 +93,10 @@ def test_linear_takes_the_kernel_for_few_rows_only() -> None:
         assert ((out.float() - reference).norm() / reference.norm()) < 2**-4
 
 
+# The one-row GEMV's constexprs for a product alone (none of the layer's work fused in).
+GEMV_UNFUSED = {"NORM": False, "GATED": False, "ADD_RESIDUAL": False}
+
+
 def _build_for_hopper(fn, kinds: dict, constexprs: dict, config: dict):
     """fn compiled for an H200 (sm_90) by Triton's bundled ptxas, as the launcher specializes it:
     pointers, strides, and N and K (multiples of 16 wherever Fp8Linear takes the kernels, as for
@@ -101,6 +105,7 @@ def _build_for_hopper(fn, kinds: dict, constexprs: dict, config: dict):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    kinds = {"norm_ptr": "*bf16", "res_ptr": "*bf16", "eps": "fp32"} | kinds
     signature = {
         name: "constexpr" if name in constexprs else kinds.get(name, "i32") for name in fn.arg_names
     }
@@ -145,6 +150,7 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
             "BLOCK_K": config["block_k"],
             "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
             "PREFETCH": config.get("prefetch", False),
+            **GEMV_UNFUSED,
             "USE_PDL": False,
         }
     elif kind == "dot":
@@ -189,6 +195,7 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool) -> None
         "SPLIT_K": 1,
         "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
         "PREFETCH": prefetch,
+        **GEMV_UNFUSED,
         "USE_PDL": True,
     }
     lines = (
