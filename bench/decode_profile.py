@@ -46,6 +46,9 @@ def main() -> int:
     )
     parser.add_argument("--fp8-w8a8-decode", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument(
+        "--fp8-one-row-fusion", action=argparse.BooleanOptionalAction, default=False
+    )
+    parser.add_argument(
         "--pdl",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -67,6 +70,7 @@ def main() -> int:
         kv_dtype=args.kv_dtype,
         fp8_small_batch_kernel=args.fp8_small_batch_kernel,
         fp8_w8a8_decode=args.fp8_w8a8_decode,
+        fp8_one_row_fusion=args.fp8_one_row_fusion,
         pdl=args.pdl,
     )
     if args.weights == "fp8":  # E4M3 weights built directly

@@ -94,6 +94,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="those kernels from 2 rows with FP8 activations (EngineConfig.fp8_w8a8_decode)",
     )
     parser.add_argument(
+        "--fp8-one-row-fusion",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="one row through GEMVs that do the norms, SiLU and residual adds "
+        "(EngineConfig.fp8_one_row_fusion)",
+    )
+    parser.add_argument(
         "--pdl",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -455,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             kv_dtype=args.kv_dtype,
             fp8_small_batch_kernel=args.fp8_small_batch_kernel,
             fp8_w8a8_decode=args.fp8_w8a8_decode,
+            fp8_one_row_fusion=args.fp8_one_row_fusion,
             pdl=args.pdl,
         )
         if args.weights == "fp8" and "hf" not in parts:
@@ -501,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         "kv_dtype": args.kv_dtype,
         "fp8_small_batch_kernel": args.fp8_small_batch_kernel,
         "fp8_w8a8_decode": args.fp8_w8a8_decode,
+        "fp8_one_row_fusion": args.fp8_one_row_fusion,
         "pdl": is_programmatic_launch_on(),
     }
     print("engine:", json.dumps(results["engine"]), flush=True)

@@ -58,6 +58,11 @@ class EngineConfig:
     # prefill's torch._scaled_mm does per row; False keeps decode's activations bf16 and widens
     # the weights in the kernel instead (exact activations, slower from a few rows on).
     fp8_w8a8_decode: bool = True
+    # With those kernels, a single stream's decode step (one row) multiplies through GEMVs that
+    # also do the layer's norms, SiLU * up and residual adds (engine/models/llama.py's
+    # one_row_fused): three kernels fewer a layer. Off until a GPU has timed it
+    # (bench/fp8_gemv_fusion.py, bench/generate.py --fp8-one-row-fusion).
+    fp8_one_row_fusion: bool = False
     # With the FP8 KV cache and the cuDNN attention backend, long prefill chunks attend in FP8
     # through cuDNN's sdpa_fp8 where it runs (Hopper or newer, the nvidia-cudnn-frontend wheel;
     # engine/attention/cudnn_fp8.py): Q, K, V, the softmax's weights and (on Hopper) the output

@@ -73,13 +73,15 @@ def load_model(
     weights: str = "auto",
     fp8_small_batch_kernel: bool = True,
     fp8_w8a8_decode: bool = True,
+    fp8_one_row_fusion: bool = False,
 ) -> tuple[LlamaModel, ModelArgs]:
     """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
 
     FP8 tensors stay FP8 (with their scales as fp32); every other tensor is cast to `dtype`.
     weights "fp8": projections stored in another dtype are quantized to FP8 at load.
     fp8_small_batch_kernel: FP8 products of up to 64 rows (fp8_small_batch.LINEAR_ROWS) through
-    the Triton kernels on CUDA; fp8_w8a8_decode: from 2 rows with FP8 activations (EngineConfig).
+    the Triton kernels on CUDA; fp8_w8a8_decode: from 2 rows with FP8 activations;
+    fp8_one_row_fusion: one row through GEMVs that do the layer's work around them (EngineConfig).
     state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
     the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
     on `device` in `dtype` are kept as they are, not copied.
@@ -109,7 +111,10 @@ def load_model(
     for module in model.modules():
         if isinstance(module, Fp8Linear):
             module.use_scaled_mm(
-                device, small_batch_kernel=fp8_small_batch_kernel, w8a8=fp8_w8a8_decode
+                device,
+                small_batch_kernel=fp8_small_batch_kernel,
+                w8a8=fp8_w8a8_decode,
+                one_row_fusion=fp8_one_row_fusion,
             )
             small_batch_rows = max(small_batch_rows, module.small_batch_rows)
             outputs.add(module.out_features)
@@ -118,11 +123,30 @@ def load_model(
     if dtype == torch.bfloat16:  # the activations' rounding for each row length, not in a step
         for inputs in sorted(scaled_mm_inputs):
             quantize_per_token(torch.zeros(1, inputs, device=device, dtype=dtype))
+    fused = [layer.enable_one_row_fusion() for layer in model.layers]
     if small_batch_rows and dtype == torch.bfloat16:  # their variants now, not in a step
         from engine.models.fp8_small_batch import prebuild
 
         prebuild(device, small_batch_rows, w8a8=fp8_w8a8_decode, outputs=tuple(outputs))
+        if any(fused):
+            _prebuild_one_row(model, device)
     return model.eval().requires_grad_(False), args
+
+
+def _prebuild_one_row(model: LlamaModel, device: torch.device) -> None:
+    """The fused one-row GEMV's variants (norm; residual; SiLU * up with residual) for the first
+    layer's projections, so that no decode step compiles them."""
+    layer = model.layers[0]
+    attention, mlp = layer.self_attn, layer.mlp
+    hidden = attention.o_proj.out_features
+    x = torch.zeros(1, hidden, device=device, dtype=torch.bfloat16)
+    norm = (layer.input_layernorm.weight, layer.input_layernorm.eps)
+    attention.qkv_proj.one_row(x, norm=norm)
+    attention.o_proj.one_row(
+        torch.zeros(1, attention.o_proj.in_features, device=device, dtype=x.dtype), residual=x
+    )
+    gate_up = mlp.gate_up_proj.one_row(x, norm=norm)
+    mlp.down_proj.one_row(gate_up, gated=True, residual=x)
 
 
 def safetensors_files(folder: Path) -> list[Path]:

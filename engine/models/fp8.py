@@ -189,14 +189,22 @@ class Fp8Linear(nn.Module):
         # rows with FP8 activations where small_batch_w8a8.
         self.small_batch_rows = 0
         self.small_batch_w8a8 = True
+        # One row may take the layer's work around the product into the GEMV (one_row).
+        self.one_row_fusion = False
 
     def use_scaled_mm(
-        self, device: torch.device, *, small_batch_kernel: bool = False, w8a8: bool = True
+        self,
+        device: torch.device,
+        *,
+        small_batch_kernel: bool = False,
+        w8a8: bool = True,
+        one_row_fusion: bool = False,
     ) -> None:
         """Multiply with torch._scaled_mm where it runs: CUDA with FP8 tensor cores (sm_89+),
         row scales, and both weight dimensions multiples of 16; with small_batch_kernel, up to
         LINEAR_ROWS rows through the Triton kernels there, where Triton is (w8a8: from 2 rows
-        with the activations quantized to E4M3, fp8_w8a8.py)."""
+        with the activations quantized to E4M3, fp8_w8a8.py); with one_row_fusion too (and no
+        bias), one_row runs."""
         self.scaled_mm = (
             supports_scaled_mm(device)
             and self.weight_scale.shape[1] == 1
@@ -209,6 +217,28 @@ class Fp8Linear(nn.Module):
             from engine.models.fp8_small_batch import LINEAR_ROWS
 
             self.small_batch_rows = LINEAR_ROWS
+        self.one_row_fusion = one_row_fusion and self.small_batch_rows > 0 and self.bias is None
+
+    def one_row(
+        self,
+        x: torch.Tensor,
+        *,
+        norm: tuple[torch.Tensor, float] | None = None,
+        gated: bool = False,
+        residual: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x [1, in] (or [1, 2 * in] gated) bf16 -> [1, out] in one GEMV kernel that also does
+        the layer's work around the product (fp8_small_batch.fp8_weight_gemv): norm (weight,
+        eps), an RMSNorm of x first; gated, SiLU(gate) * up of x's halves; residual [1, out]
+        added. Only where one_row_fusion (else ValueError: the caller checks)."""
+        if not (self.one_row_fusion and x.dtype == torch.bfloat16 and x.shape[0] == 1):
+            raise ValueError("Fp8Linear.one_row takes one bf16 row, where one_row_fusion is on.")
+        from engine.models.fp8_small_batch import fp8_gemv_fused_op
+
+        norm_weight, eps = norm if norm is not None else (None, 0.0)
+        return fp8_gemv_fused_op(
+            x, self.weight, self.weight_scale, norm_weight, eps, gated, residual
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Row-wise scaled products write bf16 only: an fp16 or fp32 model dequantizes.

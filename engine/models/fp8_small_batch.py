@@ -470,3 +470,34 @@ def fp8_weight_matmul_op(
 @fp8_weight_matmul_op.register_fake
 def _(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, w8a8: bool) -> torch.Tensor:
     return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@torch.library.custom_op("longdoc::fp8_gemv_fused", mutates_args=())
+def fp8_gemv_fused_op(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    norm_weight: torch.Tensor | None,
+    eps: float,
+    gated: bool,
+    residual: torch.Tensor | None,
+) -> torch.Tensor:
+    """One row's product with the layer's work around it (fp8_weight_gemv's norm, gated and
+    residual, GEMV_CONFIG's tiles) as one opaque operator for torch.compile."""
+    norm = None if norm_weight is None else (norm_weight, eps)
+    return fp8_weight_gemv(
+        x, weight, scale, **GEMV_CONFIG, norm=norm, gated=gated, residual=residual
+    )
+
+
+@fp8_gemv_fused_op.register_fake
+def _(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    norm_weight: torch.Tensor | None,
+    eps: float,
+    gated: bool,
+    residual: torch.Tensor | None,
+) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))

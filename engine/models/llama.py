@@ -53,10 +53,16 @@ class Attention(nn.Module):
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [T, hidden] -> q [T, H, D], k [T, KV, D] (rotated), v [T, KV, D]."""
-        num_tokens = x.shape[0]
+        return self.heads(self.qkv_proj(x), cos, sin)
+
+    def heads(
+        self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The fused projection's output [T, (H + 2 KV) * D] -> q, k (rotated), v as project's."""
+        num_tokens = qkv.shape[0]
         q_size = self.num_heads * self.head_dim
         kv_size = self.num_kv_heads * self.head_dim
-        q, k, v = self.qkv_proj(x).split([q_size, kv_size, kv_size], dim=-1)
+        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
         q = q.view(num_tokens, self.num_heads, self.head_dim)  # q: [T, H, D]
         k = k.view(num_tokens, self.num_kv_heads, self.head_dim)  # k: [T, KV, D]
         v = v.view(num_tokens, self.num_kv_heads, self.head_dim)  # v: [T, KV, D]
@@ -101,6 +107,20 @@ class DecoderLayer(nn.Module):
         self.self_attn = Attention(args, layer_idx)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.mlp = MLP(args)
+        # One bf16 row (a single stream's decode step) through GEMVs that also do the norms,
+        # SiLU and residual adds around them (enable_one_row_fusion).
+        self.one_row_fused = False
+
+    def enable_one_row_fusion(self) -> bool:
+        """Take the one-row path wherever all four projections can (FP8 with one_row_fusion:
+        engine/models/fp8.py); returns whether they can."""
+        attention, mlp = self.self_attn, self.mlp
+        projections = (attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj)
+        self.one_row_fused = all(getattr(p, "one_row_fusion", False) for p in projections)
+        return self.one_row_fused
+
+    def _takes_one_row(self, x: torch.Tensor) -> bool:
+        return self.one_row_fused and x.shape[0] == 1 and x.dtype == torch.bfloat16
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: AttentionFn
@@ -112,12 +132,23 @@ class DecoderLayer(nn.Module):
     # The two halves around the attention call are what compile_layers hands to torch.compile:
     # everything but the matrix products fuses into a few kernels (norm, RoPE, norm, SiLU * up),
     # the attention kernel and its KV cache writes stay outside the graphs.
+    # One row with one_row_fused: the norm inside the q/k/v GEMV; the residual add inside o's,
+    # the next norm inside gate/up's, SiLU * up and the residual add inside down's.
     def before_attention(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self._takes_one_row(x):
+            norm = self.input_layernorm
+            qkv = self.self_attn.qkv_proj.one_row(x, norm=(norm.weight, norm.eps))
+            return self.self_attn.heads(qkv, cos, sin)
         return self.self_attn.project(self.input_layernorm(x), cos, sin)
 
     def after_attention(self, x: torch.Tensor, attention_out: torch.Tensor) -> torch.Tensor:
+        if self._takes_one_row(x):
+            mlp, norm = self.mlp, self.post_attention_layernorm
+            x = self.self_attn.o_proj.one_row(attention_out.flatten(1), residual=x)
+            gate_up = mlp.gate_up_proj.one_row(x, norm=(norm.weight, norm.eps))
+            return mlp.down_proj.one_row(gate_up, gated=True, residual=x)
         x = x + self.self_attn.o_proj(attention_out.flatten(1))  # [T, hidden]
         return x + self.mlp(self.post_attention_layernorm(x))
 

@@ -48,6 +48,40 @@ def test_kernel_matches_fp32_product_interpreted() -> None:
     assert {r["kind"] for r in results[: len(SHAPES)]} == {"gemv", "w8a8"}
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
+def test_one_row_fusion_gives_the_layers_own_result_interpreted() -> None:
+    """A decoder layer with FP8 projections, one row (a single stream's decode step): through
+    GEMVs that also do the norms, SiLU * up and residual adds (its four products as four fused
+    calls), it gives what the layer gives through the plain GEMV and its own torch work. Both
+    round where the model rounds; only an input the kernel's exp or rsqrt puts on the other side
+    of a rounding may differ, by an ulp (2**-8) carried through a few bf16 steps: 2**-6 of the
+    largest output. Two rows never take the fused path."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.engine.run_one_row_fusion_interpreted"],
+        cwd=ROOT,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_one_row_fusion_holds(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@needs_cuda
+def test_one_row_fusion_gives_the_layers_own_result_cuda() -> None:
+    """The same on the GPU (its exp and rsqrt are the hardware's approximations)."""
+    from tests.engine.run_one_row_fusion_interpreted import compare
+
+    _assert_one_row_fusion_holds(compare(torch.device("cuda")))
+
+
+def _assert_one_row_fusion_holds(result: dict) -> None:
+    assert result["fused_calls"] == 4 and result["calls_after"] == 0, result
+    assert result["finite"] and result["pair_equal"], result
+    assert result["max_abs_diff"] <= 2**-6 * result["max_abs"], result
+
+
 @needs_cuda
 @pytest.mark.parametrize("shape", SHAPES)
 def test_kernel_matches_fp32_product_cuda(shape: tuple[int, int, int]) -> None:
