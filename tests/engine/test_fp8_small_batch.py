@@ -210,12 +210,21 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
-@pytest.mark.parametrize("prefetch", [False, True])
-def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool) -> None:
+@pytest.mark.parametrize(
+    ("prefetch", "fused"),
+    [
+        (False, {}),
+        (True, {}),
+        (False, {"NORM": True}),
+        (True, {"GATED": True, "ADD_RESIDUAL": True}),
+    ],
+)
+def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: dict) -> None:
     """Launched with programmatic dependent launch (USE_PDL), the one-row GEMV built for sm_90
     loads weights before it waits for the kernel before it (griddepcontrol.wait: the weights are
     no kernel's output), and lets the next kernel launch (griddepcontrol.launch_dependents)
-    only after its loop, before its stores; so too with each tile loaded an iteration ahead."""
+    only after its loop, before its stores; so too with each tile loaded an iteration ahead, and
+    with the layer's norm, or SiLU * up and the residual, fused in."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.models import fp8_small_batch as kernels
@@ -230,6 +239,7 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool) -> None
         "REDUCE_EACH_TILE": config.get("reduce_each_tile", False),
         "PREFETCH": prefetch,
         **GEMV_UNFUSED,
+        **fused,
         "USE_PDL": True,
     }
     lines = (
