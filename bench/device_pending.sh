@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|23j|23k|23l|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|23j|23k|23l|23m|23n|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
 # (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
 # install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
 # MarkupSafe) and cuDNN's frontend.
@@ -21,8 +21,10 @@ step() {  # step SECONDS NAME COMMAND...
     shift 2
     echo "== $name ($(date -u +%H:%M:%S))"
     timeout "$limit" "$@" >"$out/$name.log" 2>&1
-    echo "   rc=$? ($(date -u +%H:%M:%S))"
+    local rc=$?
+    echo "   rc=$rc ($(date -u +%H:%M:%S))"
     tail -4 "$out/$name.log"
+    return $rc
 }
 ab_pdl() {  # ab_pdl SECONDS NAME COMMAND...: step without, then with --pdl; {pdl} in an
     # argument becomes no-pdl or pdl, and NAME gets the same suffix
@@ -239,12 +241,12 @@ if [ "${ONLY:-}" = 23k ]; then
 fi
 if [ "${ONLY:-}" = 23l ]; then
     # Issue 23 on an H200 (its targets), PDL on by default since call M: the 70B one stream
-    # (target 45 tokens/s), the 128K FP8 prompt compiled (target 7.0 s; 7.68 s on an H100, call
-    # N), the 8B FP8 and bf16 one stream compiled (targets 400 and 225), then the 70B's latency
-    # table and long prompt.
-    step 120 gen-70b-single python3 bench/generate.py --device cuda \
-        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
-        --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.pdl"
+    # compiled (target 45 tokens/s), the 128K FP8 prompt compiled (target 7.0 s; 7.68 s on an
+    # H100, call N), the 8B FP8 and bf16 one stream compiled (targets 400 and 225), then the
+    # 70B's latency table and long prompt.
+    step 150 gen-70b-single python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 --compile \
+        --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.compile.pdl"
     step 120 prefill-fp8-compile python3 bench/prefill.py --device cuda --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
         --fp8-attention --compile --out "$out" --label "$label.fp8-24gib.compile"
@@ -255,5 +257,46 @@ if [ "${ONLY:-}" = 23l ]; then
         --compile --parts single --out-dir "$out" --label "$label.bf16.compile.pdl"
     step 200 gen-70b-latency python3 bench/generate.py --device cuda \
         --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
-        --max-num-seqs 32 --parts latency long --out-dir "$out" --label "$label.70b-fp8.latency"
+        --compile --max-num-seqs 32 --parts latency long --out-dir "$out" \
+        --label "$label.70b-fp8.compile.latency"
+fi
+if [ "${ONLY:-}" = 23m ]; then
+    # Issue 23: the split attention merging its own splits (merge_counters, on in the engine)
+    # and the one-row GEMV's prefetch and fusions (opt-in), checked on the card first (the
+    # engine's runs below stop if a check fails); the fusions timed against the compiled
+    # kernels they replace; the 8B FP8 one stream compiled at .ab-old (an export of engine/ and
+    # bench/ before the merge, carried), at this tree (and 64 streams: 7,000), and with the
+    # one-row fusion; on an H200 the 70B one stream compiled (45 tokens/s).
+    step 120 gpu-tests python3 -m pytest tests/engine/test_paged_decode.py \
+        tests/engine/test_fp8_small_batch.py tests/engine/test_fp8_kv.py -q -o addopts= \
+        -k "cuda or nothing_compiles or no_kernel_compiles" || exit 1
+    gen_fp8=(bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30 --compile
+        --out-dir "$out")
+    step 80 gen-fp8-before bash -c 'cd .ab-old && PYTHONPATH=/tmp/site:$PWD:$OLDPWD exec python3 "$@"' \
+        _ "${gen_fp8[@]}" --parts single --label "$label.fp8.compile.before-fused-merge"
+    step 100 gen-fp8-compile python3 "${gen_fp8[@]}" --parts single concurrent \
+        --label "$label.fp8.compile"
+    step 80 gen-fp8-one-row python3 "${gen_fp8[@]}" --parts single --fp8-one-row-fusion \
+        --label "$label.fp8.compile.one-row-fusion"
+    [ "$label" = h200 ] && step 150 gen-70b-single python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 --compile \
+        --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.compile"
+fi
+if [ "${ONLY:-}" = 23n ]; then
+    # Issue 23, the rest: the one-row GEMV's fusions against the compiled kernels they replace,
+    # its tiles on this card (prefetch among them, the 8B's and the 70B's shapes), bf16 one
+    # stream compiled (225), the 128K FP8 prompt compiled (7.0 s), the 70B's latency table.
+    step 60 gemv-fusion python3 bench/fp8_gemv_fusion.py --out "$out/fp8_gemv_fusion_$label.json"
+    step 170 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 150 \
+        --kinds gemv default --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
+        --out "$out/fp8_matmul_sweep_$label.gemv.json"
+    step 80 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" \
+        --compile --parts single --out-dir "$out" --label "$label.bf16.compile"
+    step 120 prefill-fp8-compile python3 bench/prefill.py --device cuda --tokens 131072 \
+        --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
+        --fp8-attention --compile --out "$out" --label "$label.fp8-24gib.compile"
+    [ "$label" = h200 ] && step 200 gen-70b-latency python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 \
+        --compile --max-num-seqs 32 --parts latency long --out-dir "$out" \
+        --label "$label.70b-fp8.compile.latency"
 fi
