@@ -23,6 +23,7 @@ from engine.models.fp8 import (
     row_scales,
     supports_scaled_mm,
 )
+from engine.models.llama import DecoderLayer
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 # FP8 checkpoints' scales that we do not use: activations are quantized per token as they come,
@@ -129,14 +130,13 @@ def load_model(
 
         prebuild(device, small_batch_rows, w8a8=fp8_w8a8_decode, outputs=tuple(outputs))
         if any(fused):
-            _prebuild_one_row(model, device)
+            _prebuild_one_row(model.layers[fused.index(True)], device)
     return model.eval().requires_grad_(False), args
 
 
-def _prebuild_one_row(model: LlamaModel, device: torch.device) -> None:
-    """The fused one-row GEMV's variants (norm; residual; SiLU * up with residual) for the first
+def _prebuild_one_row(layer: DecoderLayer, device: torch.device) -> None:
+    """The fused one-row GEMV's variants (norm; residual; SiLU * up with residual) on a fused
     layer's projections, so that no decode step compiles them."""
-    layer = model.layers[0]
     attention, mlp = layer.self_attn, layer.mlp
     hidden = attention.o_proj.out_features
     x = torch.zeros(1, hidden, device=device, dtype=torch.bfloat16)

@@ -38,7 +38,9 @@ MAX_SPLITS = 128
 # A K (or V) tile of about this many bytes per iteration: 32 tokens at D=128 in bf16.
 TILE_BYTES = 8192
 # The split kernel's own merge (merge_counters) takes at most this many partial output values
-# into registers at once (8 splits of 4 query heads at D=128).
+# into registers at once: 8 splits of 4 query heads at D=128 (the bf16 kernel's sm_90 build:
+# 123 registers a thread, where four programs an SM, as many as its shared memory allows, fit
+# up to 128); half as many from 8 query heads a KV head (4,096 took it to 128, 2,048 to 93).
 MERGE_VALUES = 4096
 
 
@@ -281,8 +283,7 @@ def paged_decode_attention(
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             FUSED_MERGE=fused,
             GROUP_P2=group_p2,
-            # splits merged at once: [GROUP_P2, MERGE_CHUNK, BLOCK_D] fp32, 4,096 values
-            MERGE_CHUNK=max(1, MERGE_VALUES // (group_p2 * block_d)) if fused else 1,
+            MERGE_CHUNK=_merge_chunk(group_p2, block_d) if fused else 1,
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
@@ -412,6 +413,12 @@ def _check_inputs(
         raise EngineError(f"out must be {q.dtype} {tuple(q.shape)}, like q.")
     if any(t.stride(-1) != 1 for t in tensors):
         raise EngineError("q, the caches, block_tables and out need a contiguous last dimension.")
+
+
+def _merge_chunk(group_p2: int, block_d: int) -> int:
+    """Splits the fused merge takes a step (MERGE_VALUES), a power of two."""
+    values = MERGE_VALUES if group_p2 <= 4 else MERGE_VALUES // 2
+    return max(1, values // (group_p2 * block_d))
 
 
 def merge_counters(rows: int, num_kv_heads: int, device: torch.device) -> torch.Tensor:

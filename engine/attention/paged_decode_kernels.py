@@ -243,21 +243,12 @@ def _merge_if_last(
         dim_ok = dims < HEAD_DIM
         chunk = tl.arange(0, MERGE_CHUNK)
         base = (seq * num_heads + heads) * num_splits  # [GROUP_P2]: each head's first split
-        # The largest log-sum-exp of each head, then the splits' outputs weighted by
-        # exp2(lse - largest): an empty split (lse -inf) weighs 0, and a head whose splits are
-        # all empty (context 0) has every weight 0, its output 0.
+        # One pass over the splits, MERGE_CHUNK at a time, with a running largest log-sum-exp
+        # (top) as flash attention keeps its running max: each split's output weighs
+        # exp2(lse - top), the sums rescaled when top grows. An empty split (lse -inf) weighs 0;
+        # a head whose splits are all empty (context 0) keeps top at -inf, every weight 0 and
+        # its output 0.
         top = tl.full([GROUP_P2], float("-inf"), dtype=tl.float32)
-        for first in range(0, num_splits, MERGE_CHUNK):
-            splits = first + chunk
-            ok = row_ok[:, None] & (splits < num_splits)[None, :]
-            lse = tl.load(
-                part_lse_ptr + base[:, None] + splits[None, :],
-                mask=ok,
-                other=float("-inf"),
-                cache_modifier=".cg",
-            )  # [GROUP_P2, MERGE_CHUNK]
-            top = tl.maximum(top, tl.max(lse, 1))
-        top = tl.where(top == float("-inf"), 0.0, top)
         total = tl.zeros([GROUP_P2], dtype=tl.float32)
         acc = tl.zeros([GROUP_P2, BLOCK_D], dtype=tl.float32)
         for first in range(0, num_splits, MERGE_CHUNK):
@@ -267,15 +258,19 @@ def _merge_if_last(
             lse = tl.load(
                 part_lse_ptr + rows_at, mask=ok, other=float("-inf"), cache_modifier=".cg"
             )
-            weights = tl.exp2(lse - top[:, None])
-            total += tl.sum(weights, 1)
             parts = tl.load(
                 part_out_ptr + rows_at[:, :, None] * HEAD_DIM + dims[None, None, :],
                 mask=ok[:, :, None] & dim_ok[None, None, :],
                 other=0.0,
                 cache_modifier=".cg",
             )  # [GROUP_P2, MERGE_CHUNK, BLOCK_D]
-            acc += tl.sum(parts * weights[:, :, None], 1)
+            new_top = tl.maximum(top, tl.max(lse, 1))
+            anchor = tl.where(new_top == float("-inf"), 0.0, new_top)
+            rescale = tl.exp2(top - anchor)  # 0 while top is -inf
+            weights = tl.exp2(lse - anchor[:, None])
+            total = total * rescale + tl.sum(weights, 1)
+            acc = acc * rescale[:, None] + tl.sum(parts * weights[:, :, None], 1)
+            top = new_top
         out = acc / tl.where(total > 0, total, 1.0)[:, None]
         out_ptrs = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :]
         tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :])

@@ -311,6 +311,8 @@ def fp8_weight_gemv(
         raise ValueError("fp8_weight_gemv fuses a norm, or SiLU(gate) * up, into one row only.")
     if residual is not None and (split_k != 1 or tuple(residual.shape) != (1, outputs)):
         raise ValueError(f"fp8_weight_gemv adds a residual [1, {outputs}] with one split only.")
+    if norm is not None and (tuple(norm[0].shape) != (inputs,) or not norm[0].is_contiguous()):
+        raise ValueError(f"fp8_weight_gemv's norm weight must be contiguous [{inputs}].")
     x = x.contiguous()
     out = split_output(x, outputs, split_k)
     norm_weight, eps = norm if norm is not None else (x, 0.0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -122,6 +124,28 @@ def build_inputs(case: Case, device: torch.device, seed: int = 0) -> dict[str, t
     return {name: t.to(device) for name, t in tensors.items()}
 
 
+@contextmanager
+def _no_merge_kernel(fused: bool) -> Iterator[None]:
+    """With the split kernel merging its own splits, the second kernel must not run: it
+    raises while this holds."""
+    if not fused:
+        yield
+        return
+    from engine.attention import paged_decode_kernels
+
+    merge = paged_decode_kernels._merge_splits_kernel
+
+    class Refuses:
+        def __getitem__(self, grid: object) -> None:
+            raise AssertionError("the merge kernel ran beside the fused merge")
+
+    paged_decode_kernels._merge_splits_kernel = Refuses()
+    try:
+        yield
+    finally:
+        paged_decode_kernels._merge_splits_kernel = merge
+
+
 def run_case(case: Case, device: torch.device) -> dict:
     """The kernel on `case` against the reference: max abs error and the row checks."""
     try:
@@ -142,12 +166,13 @@ def run_case(case: Case, device: torch.device) -> dict:
                 len(case.context_lens) * case.num_kv_heads + 3, dtype=torch.int32, device=device
             )
             options["merge_counters"] = counters
-        result = paged_decode_attention(**inputs, out=out, **options)
-        checks = {}
-        if counters is not None:  # left at zero for the next launch, which gives the same
-            checks["counters_zero"] = bool((counters == 0).all().item())
-            again = paged_decode_attention(**inputs, **options)
-            checks["same_again"] = bool(torch.equal(again, result))
+        with _no_merge_kernel(case.fused_merge):
+            result = paged_decode_attention(**inputs, out=out, **options)
+            checks = {}
+            if counters is not None:  # left at zero for the next launch, which gives the same
+                checks["counters_zero"] = bool((counters == 0).all().item())
+                again = paged_decode_attention(**inputs, **options)
+                checks["same_again"] = bool(torch.equal(again, result))
         expected = paged_decode_reference(**inputs, scale=case.scale)
         padding = inputs["context_lens"] == 0
         atol, rtol = TOLERANCE[case.dtype]

@@ -127,6 +127,12 @@ def test_linear_takes_the_kernel_for_few_rows_only() -> None:
         assert ((out.float() - reference).norm() / reference.norm()) < 2**-4
 
 
+def _loads_before_wait(lines: list[str]) -> int:
+    """Global loads in a PTX listing before its first griddepcontrol.wait."""
+    wait = next(i for i, line in enumerate(lines) if "griddepcontrol.wait" in line)
+    return sum("ld.global" in line for line in lines[:wait])
+
+
 # The one-row GEMV's constexprs for a product alone (none of the layer's work fused in).
 GEMV_UNFUSED = {"NORM": False, "GATED": False, "ADD_RESIDUAL": False}
 
@@ -247,6 +253,14 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: 
         .asm["ptx"]
         .splitlines()
     )
+    if fused:  # x, the norm's weight and the residual are loaded after the wait, not before
+        plain = dict(constexprs, **GEMV_UNFUSED)
+        plain_lines = (
+            _build_for_hopper(kernels._fp8_weight_gemv_kernel, kinds, plain, config)
+            .asm["ptx"]
+            .splitlines()
+        )
+        assert _loads_before_wait(lines) == _loads_before_wait(plain_lines)
     first = {
         word: next(i for i, line in enumerate(lines) if word in line)
         for word in ("ld.global", "griddepcontrol.wait", "griddepcontrol.launch_dependents")
