@@ -105,8 +105,19 @@ class PerSequenceDecode(DecodeAttention):
         return out
 
 
+# Rows of a decode batch whose splits the attention kernel merges itself (PagedDecode's
+# counters: 4 bytes a row and KV head); a larger batch merges in a second kernel. 0: none, every
+# batch merges in the second kernel; so until a GPU has run the fused merge's CUDA checks and
+# timed it in the engine (bench/device_pending.sh 23m; then 4096).
+FUSED_MERGE_ROWS = 0
+
+
 class PagedDecode(DecodeAttention):
-    """A paged kernel over every row (Triton on CUDA: graph-safe)."""
+    """A paged kernel over every row (Triton on CUDA: graph-safe). Once prebuilt, with
+    FUSED_MERGE_ROWS, its split kernel merges its own splits (engine/attention/paged_decode.py's
+    merge_counters, allocated here before any CUDA graph is captured; this object's calls run
+    one at a time, on the engine's stream): one kernel a layer where the merge took a second
+    (3.5 us a layer at one stream on an H200)."""
 
     name = "paged_triton"
     is_batched = True
@@ -114,6 +125,7 @@ class PagedDecode(DecodeAttention):
 
     def __init__(self, kernel: Callable[..., torch.Tensor]) -> None:
         self.kernel = kernel
+        self.merge_counters: torch.Tensor | None = None
 
     def prebuild(self, num_heads, kv_cache, dtype):
         """The decode kernels' variants over every layer's caches (a layer's pages are views
@@ -122,11 +134,31 @@ class PagedDecode(DecodeAttention):
         the model gives them (K out of RoPE, V a view of the fused projection)."""
         from engine.attention.paged_decode import prebuild
 
-        for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
-            prebuild(num_heads, k_cache, v_cache, dtype)
-            k, v = _model_laid_kv(num_heads, k_cache, dtype)
-            slot = torch.tensor([kv_cache.scratch_slot], device=k_cache.device)
-            write_slots(k, v, k_cache, v_cache, slot)
+        self._allocate_counters(kv_cache.k[0])
+        try:
+            for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
+                prebuild(num_heads, k_cache, v_cache, dtype, merge_counters=self.merge_counters)
+                k, v = _model_laid_kv(num_heads, k_cache, dtype)
+                slot = torch.tensor([kv_cache.scratch_slot], device=k_cache.device)
+                write_slots(k, v, k_cache, v_cache, slot)
+        except Exception:
+            self.merge_counters = None  # the steps merge in a second kernel, as before
+            raise
+
+    def _allocate_counters(self, pages: torch.Tensor) -> None:
+        if not FUSED_MERGE_ROWS:
+            return
+        from engine.attention.paged_decode import merge_counters
+
+        self.merge_counters = merge_counters(FUSED_MERGE_ROWS, pages.shape[2], pages.device)
+
+    def _merge_options(self, q: torch.Tensor, pages: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The kernel's merge_counters where this batch fits them (none before prebuild, and
+        none for the CPU kernel, which takes no such argument)."""
+        counters = self.merge_counters
+        if counters is None or q.shape[0] * pages.shape[2] > counters.numel():
+            return {}
+        return {"merge_counters": counters}
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_slots(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -137,6 +169,7 @@ class PagedDecode(DecodeAttention):
             batch.block_tables,
             batch.context_lens,
             max_context_len=batch.max_context_len,
+            **self._merge_options(q, k_cache),
         )
 
 
@@ -172,18 +205,23 @@ class Fp8PagedDecode(PagedDecode):
         gives them (K out of RoPE, V a view of the fused projection), and the prefill's read."""
         from engine.attention.paged_decode import prebuild
 
-        for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
-            prebuild(
-                num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
-                v_scale=v_cache.scale,
-            )  # fmt: skip
-            k, v = _model_laid_kv(num_heads, k_cache.data, dtype)
-            device = k_cache.data.device
-            slot = torch.tensor([kv_cache.scratch_slot], device=device)
-            write_pages(k, v, k_cache, v_cache, slot)
-            first_page = torch.zeros(1, dtype=torch.long, device=device)
-            for pages in (k_cache, v_cache):
-                dequantize_pages(pages, first_page, dtype)
+        self._allocate_counters(kv_cache.k[0].data)
+        try:
+            for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
+                prebuild(
+                    num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
+                    v_scale=v_cache.scale, merge_counters=self.merge_counters,
+                )  # fmt: skip
+                k, v = _model_laid_kv(num_heads, k_cache.data, dtype)
+                device = k_cache.data.device
+                slot = torch.tensor([kv_cache.scratch_slot], device=device)
+                write_pages(k, v, k_cache, v_cache, slot)
+                first_page = torch.zeros(1, dtype=torch.long, device=device)
+                for pages in (k_cache, v_cache):
+                    dequantize_pages(pages, first_page, dtype)
+        except Exception:
+            self.merge_counters = None  # the steps merge in a second kernel, as before
+            raise
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_pages(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -196,6 +234,7 @@ class Fp8PagedDecode(PagedDecode):
             max_context_len=batch.max_context_len,
             k_scale=k_cache.scale,
             v_scale=v_cache.scale,
+            **self._merge_options(q, k_cache.data),
         )
 
 

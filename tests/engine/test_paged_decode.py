@@ -583,3 +583,27 @@ def test_fp8_cache_kernel_fits_an_ada_block(dtype: str, head_dim: int) -> None:
         kernels._paged_decode_split_kernel, constexprs, options, dtype=dtype, kv_fp8=True, arch=89
     )
     assert built.metadata.shared <= 101_376, (config, built.metadata.shared)
+
+
+def test_paged_decode_merges_in_its_kernel_only_where_its_counters_reach() -> None:
+    """PagedDecode hands the kernel its merge counters (allocated by prebuild) for a batch of at
+    most as many sequences as they count, and none before prebuild or for a larger batch: the
+    second merge kernel then runs, as before."""
+    from engine.attention.decode import DecodeBatch, PagedDecode
+    from engine.attention.paged_decode import merge_counters
+
+    calls: list[dict] = []
+    decode = PagedDecode(lambda q, *args, **kwargs: calls.append(kwargs) or q)
+    pages = torch.zeros(4, 16, 2, 8)  # [blocks, block size, KV heads, D]
+
+    def step(rows: int) -> None:
+        batch = DecodeBatch.build([5] * rows, [[1]] * rows, 16, torch.device("cpu"))
+        q, kv = torch.zeros(rows, 4, 8), torch.zeros(rows, 2, 8)
+        decode.forward(q, kv, kv, pages, pages.clone(), batch)
+
+    step(2)
+    decode.merge_counters = merge_counters(2, 2, torch.device("cpu"))
+    step(2)
+    step(3)
+    assert ["merge_counters" in kwargs for kwargs in calls] == [False, True, False]
+    assert calls[1]["merge_counters"] is decode.merge_counters
