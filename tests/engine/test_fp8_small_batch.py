@@ -3,17 +3,15 @@ under Triton's interpreter here, on the device where there is one, and Fp8Linear
 (up to LINEAR_ROWS rows on CUDA) over torch._scaled_mm."""
 
 import importlib.util
-import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.engine.run_fp8_small_batch_interpreted import SHAPES, TILE_CASES, check
+from tests.engine.test_fp8_kv import _run_interpreted
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -31,16 +29,7 @@ def _assert_matches(result: dict) -> None:
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (the dev extra)")
 def test_kernel_matches_fp32_product_interpreted() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.engine.run_fp8_small_batch_interpreted"],
-        cwd=ROOT,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
+    results = _run_interpreted("tests.engine.run_fp8_small_batch_interpreted")
     assert len(results) == len(SHAPES) + len(TILE_CASES)
     for result in results:
         _assert_matches(result)
@@ -56,16 +45,7 @@ def test_one_row_fusion_gives_the_layers_own_result_interpreted() -> None:
     round where the model rounds; only an input the kernel's exp or rsqrt puts on the other side
     of a rounding may differ, by an ulp (2**-8) carried through a few bf16 steps: 2**-6 of the
     largest output. Two rows never take the fused path."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.engine.run_one_row_fusion_interpreted"],
-        cwd=ROOT,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    _assert_one_row_fusion_holds(json.loads(done.stdout.strip().splitlines()[-1]))
+    _assert_one_row_fusion_holds(_run_interpreted("tests.engine.run_one_row_fusion_interpreted"))
 
 
 @needs_cuda
