@@ -5,7 +5,6 @@ under Triton's interpreter here, on the device where there is one, and Fp8Linear
 import importlib.util
 import os
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +12,6 @@ import torch
 from tests.engine.run_fp8_small_batch_interpreted import SHAPES, TILE_CASES, check
 from tests.engine.test_fp8_kv import _run_interpreted
 
-ROOT = Path(__file__).resolve().parents[2]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_cuda = pytest.mark.skipif(
     not (HAS_TRITON and torch.cuda.is_available()), reason="needs a CUDA device and triton"
