@@ -262,24 +262,24 @@ if [ "${ONLY:-}" = 23l ]; then
 fi
 if [ "${ONLY:-}" = 23m ]; then
     # Issue 23: the split attention merging its own splits (merge_counters) and the one-row
-    # GEMV's prefetch and fusions (opt-in), checked on the card first (the engine's runs below
-    # stop if a check fails); the 8B FP8 one stream compiled at .ab-old (an export of engine/
-    # and bench/ before the merge, carried), at this tree (and 64 streams: 7,000), and with the
-    # one-row fusion; on an H200 the 70B one stream compiled (45 tokens/s). The merge is off in
-    # the committed engine until this has run: turned on here, in the device's copy only.
+    # GEMV's fusions (EngineConfig.fp8_one_row_fusion), both off in the committed engine. The
+    # 8B FP8 one stream compiled as committed; then the merge turned on (FUSED_MERGE_ROWS, in the
+    # device's copy only), the GPU checks (the runs below stop if one fails), one stream and 64
+    # streams (7,000) with it, one stream with the one-row fusion too; on an H200 the 70B one
+    # stream compiled (45 tokens/s).
+    gen_fp8=(bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30 --compile
+        --out-dir "$out")
+    step 80 gen-fp8-before python3 "${gen_fp8[@]}" --parts single \
+        --label "$label.fp8.compile.two-kernel-merge"
     sed -i 's/^FUSED_MERGE_ROWS = 0$/FUSED_MERGE_ROWS = 4096/' engine/attention/decode.py
     grep -q '^FUSED_MERGE_ROWS = 4096$' engine/attention/decode.py || exit 1
     step 120 gpu-tests python3 -m pytest tests/engine/test_paged_decode.py \
         tests/engine/test_fp8_small_batch.py tests/engine/test_fp8_kv.py -q -o addopts= \
         -k "cuda or nothing_compiles or no_kernel_compiles" || exit 1
-    gen_fp8=(bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30 --compile
-        --out-dir "$out")
-    step 80 gen-fp8-before bash -c 'cd .ab-old && PYTHONPATH=/tmp/site:$PWD:$OLDPWD exec python3 "$@"' \
-        _ "${gen_fp8[@]}" --parts single --label "$label.fp8.compile.before-fused-merge"
     step 100 gen-fp8-compile python3 "${gen_fp8[@]}" --parts single concurrent \
-        --label "$label.fp8.compile"
+        --label "$label.fp8.compile.fused-merge"
     step 80 gen-fp8-one-row python3 "${gen_fp8[@]}" --parts single --fp8-one-row-fusion \
-        --label "$label.fp8.compile.one-row-fusion"
+        --label "$label.fp8.compile.fused-merge.one-row-fusion"
     [ "$label" = h200 ] && step 150 gen-70b-single python3 bench/generate.py --device cuda \
         --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 --compile \
         --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.compile"
