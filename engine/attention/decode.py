@@ -130,20 +130,32 @@ class PagedDecode(DecodeAttention):
     def prebuild(self, num_heads, kv_cache, dtype):
         """The decode kernels' variants over every layer's caches (a layer's pages are views
         into one tensor: their pointers' alignment, which Triton specializes on, can differ
-        from layer to layer), and the fused write into the scratch slot from K and V laid out as
-        the model gives them (K out of RoPE, V a view of the fused projection)."""
-        from engine.attention.paged_decode import prebuild
-
-        self._allocate_counters(kv_cache.k[0])
+        from layer to layer: _prebuild_layer). With FUSED_MERGE_ROWS the merge counters come
+        first, and go again if a build fails (the steps then merge in a second kernel)."""
+        self._allocate_counters(self._pages(kv_cache.k[0]))
         try:
             for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
-                prebuild(num_heads, k_cache, v_cache, dtype, merge_counters=self.merge_counters)
-                k, v = _model_laid_kv(num_heads, k_cache, dtype)
-                slot = torch.tensor([kv_cache.scratch_slot], device=k_cache.device)
-                write_slots(k, v, k_cache, v_cache, slot)
+                self._prebuild_layer(num_heads, k_cache, v_cache, dtype, kv_cache.scratch_slot)
         except Exception:
-            self.merge_counters = None  # the steps merge in a second kernel, as before
+            self.merge_counters = None
             raise
+
+    def _prebuild_layer(
+        self, num_heads: int, k_cache: Any, v_cache: Any, dtype: torch.dtype, scratch_slot: int
+    ) -> None:
+        """One layer's attention variants, and the fused write into the scratch slot from K and
+        V laid out as the model gives them (K out of RoPE, V a view of the fused projection)."""
+        from engine.attention.paged_decode import prebuild
+
+        prebuild(num_heads, k_cache, v_cache, dtype, merge_counters=self.merge_counters)
+        k, v = _model_laid_kv(num_heads, k_cache, dtype)
+        slot = torch.tensor([scratch_slot], device=k_cache.device)
+        write_slots(k, v, k_cache, v_cache, slot)
+
+    @staticmethod
+    def _pages(cache: Any) -> torch.Tensor:
+        """A layer's cache as the kernel reads it: the tensor itself."""
+        return cache
 
     def _allocate_counters(self, pages: torch.Tensor) -> None:
         if not FUSED_MERGE_ROWS:
@@ -169,7 +181,7 @@ class PagedDecode(DecodeAttention):
             batch.block_tables,
             batch.context_lens,
             max_context_len=batch.max_context_len,
-            **self._merge_options(q, k_cache),
+            **self._merge_options(q, self._pages(k_cache)),
         )
 
 
@@ -199,29 +211,28 @@ class Fp8PagedDecode(PagedDecode):
 
     name = "paged_triton_fp8"
 
-    def prebuild(self, num_heads, kv_cache, dtype):
-        """As PagedDecode's, over each layer's pages and scales, and the FP8 cache's other two
+    def _prebuild_layer(self, num_heads, k_cache, v_cache, dtype, scratch_slot):
+        """As PagedDecode's, over the layer's pages and scales, and the FP8 cache's other two
         kernels: the fused write, into the scratch slot, from K and V laid out as the model
         gives them (K out of RoPE, V a view of the fused projection), and the prefill's read."""
         from engine.attention.paged_decode import prebuild
 
-        self._allocate_counters(kv_cache.k[0].data)
-        try:
-            for k_cache, v_cache in zip(kv_cache.k, kv_cache.v, strict=True):
-                prebuild(
-                    num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
-                    v_scale=v_cache.scale, merge_counters=self.merge_counters,
-                )  # fmt: skip
-                k, v = _model_laid_kv(num_heads, k_cache.data, dtype)
-                device = k_cache.data.device
-                slot = torch.tensor([kv_cache.scratch_slot], device=device)
-                write_pages(k, v, k_cache, v_cache, slot)
-                first_page = torch.zeros(1, dtype=torch.long, device=device)
-                for pages in (k_cache, v_cache):
-                    dequantize_pages(pages, first_page, dtype)
-        except Exception:
-            self.merge_counters = None  # the steps merge in a second kernel, as before
-            raise
+        prebuild(
+            num_heads, k_cache.data, v_cache.data, dtype, k_scale=k_cache.scale,
+            v_scale=v_cache.scale, merge_counters=self.merge_counters,
+        )  # fmt: skip
+        k, v = _model_laid_kv(num_heads, k_cache.data, dtype)
+        device = k_cache.data.device
+        slot = torch.tensor([scratch_slot], device=device)
+        write_pages(k, v, k_cache, v_cache, slot)
+        first_page = torch.zeros(1, dtype=torch.long, device=device)
+        for pages in (k_cache, v_cache):
+            dequantize_pages(pages, first_page, dtype)
+
+    @staticmethod
+    def _pages(cache: Any) -> torch.Tensor:
+        """A layer's QuantizedPages as the kernel reads them: their E4M3 data."""
+        return cache.data
 
     def forward(self, q, k, v, k_cache, v_cache, batch):
         write_pages(k, v, k_cache, v_cache, batch.slot_mapping)
@@ -234,7 +245,7 @@ class Fp8PagedDecode(PagedDecode):
             max_context_len=batch.max_context_len,
             k_scale=k_cache.scale,
             v_scale=v_cache.scale,
-            **self._merge_options(q, k_cache.data),
+            **self._merge_options(q, self._pages(k_cache)),
         )
 
 
