@@ -1,4 +1,4 @@
-"""The one-row FP8 GEMV with the layer's work around it fused in (engine/models/fp8_small_batch.py:
+"""The one-row FP8 GEMV with the layer's work around it fused in (engine/models/fp8_gemv.py:
 an RMSNorm on the way in, SiLU(gate) * up in, a residual added out) against the same work as the
 compiled engine runs it: one Inductor kernel beside the GEMV. Llama-3-8B's and -70B's shapes, one
 decode row, every call inside a CUDA graph on another copy of the weight (HBM, not L2).
@@ -24,7 +24,7 @@ import torch.nn.functional as F  # noqa: E402
 from bench._report import hardware  # noqa: E402
 from bench._timing import graph_call_us  # noqa: E402
 from engine.models.fp8 import quantize_rows  # noqa: E402
-from engine.models.fp8_small_batch import GEMV_CONFIG, fp8_weight_gemv  # noqa: E402
+from engine.models.fp8_gemv import GEMV_CONFIG, fp8_weight_gemv  # noqa: E402
 
 CALLS = 24  # per graph
 HBM_BYTES = 256 * 1024**2  # weight copies per shape: past any L2

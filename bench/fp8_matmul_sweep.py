@@ -29,11 +29,8 @@ import torch.nn.functional as F  # noqa: E402
 from bench._report import hardware  # noqa: E402
 from bench._timing import graph_call_us  # noqa: E402
 from engine.models.fp8 import _scaled_mm_rows, dequantize, quantize_rows  # noqa: E402
-from engine.models.fp8_small_batch import (  # noqa: E402
-    fp8_weight_dot,
-    fp8_weight_gemv,
-    fp8_weight_matmul,
-)
+from engine.models.fp8_gemv import fp8_weight_gemv  # noqa: E402
+from engine.models.fp8_small_batch import fp8_weight_dot, fp8_weight_matmul  # noqa: E402
 from engine.models.fp8_w8a8 import fp8_w8a8_matmul  # noqa: E402
 from tests.engine.run_fp8_small_batch_interpreted import quantized_groups  # noqa: E402
 

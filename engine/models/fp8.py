@@ -228,12 +228,12 @@ class Fp8Linear(nn.Module):
         residual: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x [1, in] (or [1, 2 * in] gated) bf16 -> [1, out] in one GEMV kernel that also does
-        the layer's work around the product (fp8_small_batch.fp8_weight_gemv): norm (weight,
+        the layer's work around the product (fp8_gemv.fp8_weight_gemv): norm (weight,
         eps), an RMSNorm of x first; gated, SiLU(gate) * up of x's halves; residual [1, out]
         added. Only where one_row_fusion (else ValueError: the caller checks)."""
         if not (self.one_row_fusion and x.dtype == torch.bfloat16 and x.shape[0] == 1):
             raise ValueError("Fp8Linear.one_row takes one bf16 row, where one_row_fusion is on.")
-        from engine.models.fp8_small_batch import fp8_gemv_fused_op
+        from engine.models.fp8_gemv import fp8_gemv_fused_op
 
         norm_weight, eps = norm if norm is not None else (None, 0.0)
         return fp8_gemv_fused_op(

@@ -66,12 +66,8 @@ def check(
     from functools import partial
 
     from engine.models.fp8 import dequantize, quantize_rows
-    from engine.models.fp8_small_batch import (
-        fp8_weight_dot,
-        fp8_weight_gemv,
-        fp8_weight_matmul,
-        plan,
-    )
+    from engine.models.fp8_gemv import fp8_weight_gemv
+    from engine.models.fp8_small_batch import fp8_weight_dot, fp8_weight_matmul, plan
     from engine.models.fp8_w8a8 import fp8_w8a8_matmul
 
     kind = (tiles or {}).get("kind", "gemv")

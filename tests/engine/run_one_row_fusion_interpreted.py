@@ -46,7 +46,7 @@ def attention(layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
 
 def compare(device: torch.device) -> dict:
     """The layer's one row through its fused path and its plain one (and two rows both ways)."""
-    from engine.models import fp8_small_batch
+    from engine.models import fp8_gemv
     from engine.models.rope import rope_cos_sin
 
     layer = fp8_layer(device=device)
@@ -56,8 +56,8 @@ def compare(device: torch.device) -> dict:
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 16, 2, device=device).float() / 16))
     cos, sin = rope_cos_sin(torch.tensor([5], device=device), inv_freq, torch.bfloat16)
     assert layer.enable_one_row_fusion()
-    calls, op = [], fp8_small_batch.fp8_gemv_fused_op
-    fp8_small_batch.fp8_gemv_fused_op = lambda *args: calls.append(1) or op(*args)
+    calls, op = [], fp8_gemv.fp8_gemv_fused_op
+    fp8_gemv.fp8_gemv_fused_op = lambda *args: calls.append(1) or op(*args)
     try:
         fused = layer(x, cos, sin, attention)
         fused_calls = len(calls)
@@ -69,7 +69,7 @@ def compare(device: torch.device) -> dict:
         layer.one_row_fused = False
         pair_plain = layer(two, cos, sin, attention)
     finally:
-        fp8_small_batch.fp8_gemv_fused_op = op
+        fp8_gemv.fp8_gemv_fused_op = op
     return {
         "max_abs_diff": (fused.float() - plain.float()).abs().max().item(),
         "max_abs": plain.float().abs().max().item(),

@@ -152,8 +152,8 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
 
+    from engine.models import fp8_gemv, fp8_w8a8
     from engine.models import fp8_small_batch as kernels
-    from engine.models import fp8_w8a8
 
     kind, config = kernels.plan(rows, w8a8)
     assert kind == ("gemv" if rows == 1 else "w8a8" if w8a8 else "dot")
@@ -162,7 +162,7 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
     kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": out}
     constexprs = {"BLOCK_N": config["block_n"], "SPLIT_K": split_k}
     if kind == "gemv":
-        fn = kernels._fp8_weight_gemv_kernel
+        fn = fp8_gemv._fp8_weight_gemv_kernel
         constexprs |= {
             "BLOCK_M": 1,
             "BLOCK_K": config["block_k"],
@@ -211,9 +211,9 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: 
     with the layer's norm, or SiLU * up and the residual, fused in."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
-    from engine.models import fp8_small_batch as kernels
+    from engine.models import fp8_gemv
 
-    config = kernels.GEMV_CONFIG
+    config = fp8_gemv.GEMV_CONFIG
     kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
     constexprs = {
         "BLOCK_M": 1,
@@ -227,14 +227,14 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: 
         "USE_PDL": True,
     }
     lines = (
-        _build_for_hopper(kernels._fp8_weight_gemv_kernel, kinds, constexprs, config)
+        _build_for_hopper(fp8_gemv._fp8_weight_gemv_kernel, kinds, constexprs, config)
         .asm["ptx"]
         .splitlines()
     )
     if fused:  # x, the norm's weight and the residual are loaded after the wait, not before
         plain = dict(constexprs, **GEMV_UNFUSED)
         plain_lines = (
-            _build_for_hopper(kernels._fp8_weight_gemv_kernel, kinds, plain, config)
+            _build_for_hopper(fp8_gemv._fp8_weight_gemv_kernel, kinds, plain, config)
             .asm["ptx"]
             .splitlines()
         )
@@ -251,7 +251,7 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: 
         < last_store
     ), first
     without = dict(constexprs, USE_PDL=False)
-    ptx = _build_for_hopper(kernels._fp8_weight_gemv_kernel, kinds, without, config).asm["ptx"]
+    ptx = _build_for_hopper(fp8_gemv._fp8_weight_gemv_kernel, kinds, without, config).asm["ptx"]
     assert "griddepcontrol" not in ptx
 
 
@@ -353,13 +353,13 @@ def test_prebuild_takes_one_row_count_a_variant() -> None:
 def test_nothing_compiles_in_a_step_after_prebuild() -> None:
     """After prebuild, products of every row count up to LINEAR_ROWS, on the 8B's projection
     shapes, build no new kernel variant (Triton would compile it inside a decode step)."""
+    from engine.models import fp8_gemv, fp8_w8a8
     from engine.models import fp8_small_batch as kernels
-    from engine.models import fp8_w8a8
     from engine.models.fp8 import quantize_rows
 
     def variants() -> int:
         fns = (
-            kernels._fp8_weight_gemv_kernel,
+            fp8_gemv._fp8_weight_gemv_kernel,
             kernels._fp8_weight_matmul_kernel,
             fp8_w8a8._fp8_w8a8_kernel,
             fp8_w8a8._quantize_groups_kernel,
@@ -437,7 +437,7 @@ def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool
         from engine.models import fp8_w8a8
 
         for fn in (
-            kernels_module()._fp8_weight_gemv_kernel,
+            fp8_gemv_module()._fp8_weight_gemv_kernel,
             fp8_w8a8._fp8_w8a8_kernel,
             paged_decode_kernels._paged_decode_split_kernel,
         ):
@@ -447,10 +447,10 @@ def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool
     assert got == expected
 
 
-def kernels_module():
-    from engine.models import fp8_small_batch
+def fp8_gemv_module():
+    from engine.models import fp8_gemv
 
-    return fp8_small_batch
+    return fp8_gemv
 
 
 def _launched_with_pdl(fn) -> bool:
