@@ -285,10 +285,11 @@ if [ "${ONLY:-}" = 23m ]; then
         --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.compile"
 fi
 if [ "${ONLY:-}" = 23n ]; then
-    # Issue 23, the rest: the one-row GEMV's fusions against the compiled kernels they replace,
-    # its tiles on this card (prefetch among them, the 8B's and the 70B's shapes), bf16 one
+    # Issue 23, the rest: the one-row GEMV's fusions against the compiled kernels they replace
+    # (FP8 weights; bf16 weights against cuBLAS, for the bf16 one stream's 225), its tiles on this card (prefetch among them, the 8B's and the 70B's shapes), bf16 one
     # stream compiled (225), the 128K FP8 prompt compiled (7.0 s), the 70B's latency table.
-    step 60 gemv-fusion python3 bench/fp8_gemv_fusion.py --out "$out/fp8_gemv_fusion_$label.json"
+    step 120 gemv-fusion python3 bench/fp8_gemv_fusion.py --weights fp8 bf16 \
+        --out "$out/fp8_gemv_fusion_$label.json"
     step 170 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 150 \
         --kinds gemv default --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
         --out "$out/fp8_matmul_sweep_$label.gemv.json"
