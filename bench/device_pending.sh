@@ -290,6 +290,7 @@ if [ "${ONLY:-}" = 23n ]; then
     # stream compiled (225), the 128K FP8 prompt compiled (7.0 s), the 70B's latency table.
     step 120 gemv-fusion python3 bench/fp8_gemv_fusion.py --weights fp8 bf16 \
         --out "$out/fp8_gemv_fusion_$label.json"
+    step 40 argmax python3 bench/argmax_micro.py --out "$out/argmax_micro_$label.json"
     step 170 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 150 \
         --kinds gemv default --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
         --out "$out/fp8_matmul_sweep_$label.gemv.json"
