@@ -49,6 +49,9 @@ def main() -> int:
         "--fp8-one-row-fusion", action=argparse.BooleanOptionalAction, default=False
     )
     parser.add_argument(
+        "--bf16-one-row-fusion", action=argparse.BooleanOptionalAction, default=False
+    )
+    parser.add_argument(
         "--pdl",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -71,6 +74,7 @@ def main() -> int:
         fp8_small_batch_kernel=args.fp8_small_batch_kernel,
         fp8_w8a8_decode=args.fp8_w8a8_decode,
         fp8_one_row_fusion=args.fp8_one_row_fusion,
+        bf16_one_row_fusion=args.bf16_one_row_fusion,
         pdl=args.pdl,
     )
     if args.weights == "fp8":  # E4M3 weights built directly

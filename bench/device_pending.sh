@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements still open, in one call on a lent machine (each step under its own time
 # limit, so one that hangs leaves the rest their time). Carry .whl-serve/ (bench/results/README.md).
-# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|23j|23k|23l|23m|23n|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
+# Usage: [ONLY=23|23a|23b|23c|23d|23e|23f|23g|23h|23i|23j|23k|23l|23m|23n|23o|24] [WHEELS=DIR] bash bench/device_pending.sh OUT_DIR
 # (the device tool returns 8 files: tar OUT_DIR). WHEELS (default .whl-serve) holds the wheels to
 # install; the engine's steps need only the test fixtures' (SQLAlchemy, greenlet, Alembic, Mako,
 # MarkupSafe) and cuDNN's frontend.
@@ -286,16 +286,23 @@ if [ "${ONLY:-}" = 23m ]; then
 fi
 if [ "${ONLY:-}" = 23n ]; then
     # Issue 23, the rest: the one-row GEMV's fusions against the compiled kernels they replace
-    # (FP8 weights; bf16 weights against cuBLAS, for the bf16 one stream's 225), its tiles on this card (prefetch among them, the 8B's and the 70B's shapes), bf16 one
-    # stream compiled (225), the 128K FP8 prompt compiled (7.0 s), the 70B's latency table.
+    # (FP8 weights; bf16 weights against cuBLAS), the greedy argmax, bf16 one stream compiled
+    # (225) as committed and with the one-row GEMV (bf16_one_row_fusion), the GEMV's tiles on
+    # this card (prefetch among them, the 8B's and the 70B's shapes).
     step 120 gemv-fusion python3 bench/fp8_gemv_fusion.py --weights fp8 bf16 \
         --out "$out/fp8_gemv_fusion_$label.json"
     step 40 argmax python3 bench/argmax_micro.py --out "$out/argmax_micro_$label.json"
-    step 170 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 150 \
+    gen_bf16=(bench/generate.py --device cuda --kv-gib "$kv_gib" --compile --parts single
+        --out-dir "$out")
+    step 80 gen-bf16-compile python3 "${gen_bf16[@]}" --label "$label.bf16.compile"
+    step 80 gen-bf16-one-row python3 "${gen_bf16[@]}" --bf16-one-row-fusion \
+        --label "$label.bf16.compile.one-row-fusion"
+    step 150 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 130 \
         --kinds gemv default --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
         --out "$out/fp8_matmul_sweep_$label.gemv.json"
-    step 80 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" \
-        --compile --parts single --out-dir "$out" --label "$label.bf16.compile"
+fi
+if [ "${ONLY:-}" = 23o ]; then
+    # Issue 23: the 128K FP8 prompt compiled (7.0 s), the 70B's latency table (H200).
     step 120 prefill-fp8-compile python3 bench/prefill.py --device cuda --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
         --fp8-attention --compile --out "$out" --label "$label.fp8-24gib.compile"

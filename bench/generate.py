@@ -101,6 +101,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(EngineConfig.fp8_one_row_fusion)",
     )
     parser.add_argument(
+        "--bf16-one-row-fusion",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the same GEMVs for bf16 projections (EngineConfig.bf16_one_row_fusion)",
+    )
+    parser.add_argument(
         "--pdl",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -463,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             fp8_small_batch_kernel=args.fp8_small_batch_kernel,
             fp8_w8a8_decode=args.fp8_w8a8_decode,
             fp8_one_row_fusion=args.fp8_one_row_fusion,
+            bf16_one_row_fusion=args.bf16_one_row_fusion,
             pdl=args.pdl,
         )
         if args.weights == "fp8" and "hf" not in parts:
@@ -510,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         "fp8_small_batch_kernel": args.fp8_small_batch_kernel,
         "fp8_w8a8_decode": args.fp8_w8a8_decode,
         "fp8_one_row_fusion": args.fp8_one_row_fusion,
+        "bf16_one_row_fusion": args.bf16_one_row_fusion,
         "pdl": is_programmatic_launch_on(),
     }
     print("engine:", json.dumps(results["engine"]), flush=True)

@@ -63,6 +63,11 @@ class EngineConfig:
     # one_row_fused): three kernels fewer a layer. Off until a GPU has timed it
     # (bench/fp8_gemv_fusion.py, bench/generate.py --fp8-one-row-fusion).
     fp8_one_row_fusion: bool = False
+    # The same for a bf16 model's projections (engine/models/linear.py's Linear.one_row, on CUDA
+    # with Triton): the GEMV in place of cuBLAS for one row, with the norms, SiLU * up and
+    # residual adds inside it. Off until a GPU has timed it (bench/fp8_gemv_fusion.py --weights
+    # bf16, bench/generate.py --bf16-one-row-fusion).
+    bf16_one_row_fusion: bool = False
     # With the FP8 KV cache and the cuDNN attention backend, long prefill chunks attend in FP8
     # through cuDNN's sdpa_fp8 where it runs (Hopper or newer, the nvidia-cudnn-frontend wheel;
     # engine/attention/cudnn_fp8.py): Q, K, V, the softmax's weights and (on Hopper) the output

@@ -23,6 +23,7 @@ from engine.models.fp8 import (
     row_scales,
     supports_scaled_mm,
 )
+from engine.models.linear import Linear
 from engine.models.llama import DecoderLayer
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -75,6 +76,7 @@ def load_model(
     fp8_small_batch_kernel: bool = True,
     fp8_w8a8_decode: bool = True,
     fp8_one_row_fusion: bool = False,
+    bf16_one_row_fusion: bool = False,
 ) -> tuple[LlamaModel, ModelArgs]:
     """Build on `meta` and assign the checkpoint's tensors (no random init, no second copy).
 
@@ -82,7 +84,8 @@ def load_model(
     weights "fp8": projections stored in another dtype are quantized to FP8 at load.
     fp8_small_batch_kernel: FP8 products of up to 64 rows (fp8_small_batch.LINEAR_ROWS) through
     the Triton kernels on CUDA; fp8_w8a8_decode: from 2 rows with FP8 activations;
-    fp8_one_row_fusion: one row through GEMVs that do the layer's work around them (EngineConfig).
+    fp8_one_row_fusion: one row through GEMVs that do the layer's work around them (EngineConfig);
+    bf16_one_row_fusion: the same for bf16 projections.
     state_dict: tensors in checkpoint naming to use instead of folder's *.safetensors (added for
     the benchmarks, which hand over an 8B model's weights already on the GPU); tensors already
     on `device` in `dtype` are kept as they are, not copied.
@@ -124,14 +127,29 @@ def load_model(
     if dtype == torch.bfloat16:  # the activations' rounding for each row length, not in a step
         for inputs in sorted(scaled_mm_inputs):
             quantize_per_token(torch.zeros(1, inputs, device=device, dtype=dtype))
+    if bf16_one_row_fusion and dtype == torch.bfloat16:
+        for layer in model.layers:
+            for projection in _projections(layer):
+                if isinstance(projection, Linear):
+                    projection.enable_one_row(device)
     fused = [layer.enable_one_row_fusion() for layer in model.layers]
     if small_batch_rows and dtype == torch.bfloat16:  # their variants now, not in a step
         from engine.models.fp8_small_batch import prebuild
 
         prebuild(device, small_batch_rows, w8a8=fp8_w8a8_decode, outputs=tuple(outputs))
-        if any(fused):
-            _prebuild_one_row(model.layers[fused.index(True)], device)
+    built = set()  # the kernel's variants for each weight dtype (FP8, bf16) among fused layers
+    for layer, on in zip(model.layers, fused, strict=True):
+        dtypes = tuple(p.weight.dtype for p in _projections(layer))
+        if on and dtypes not in built:
+            built.add(dtypes)
+            _prebuild_one_row(layer, device)
     return model.eval().requires_grad_(False), args
+
+
+def _projections(layer: DecoderLayer) -> tuple[torch.nn.Module, ...]:
+    """A layer's four products, in the order a step runs them."""
+    attention, mlp = layer.self_attn, layer.mlp
+    return attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj
 
 
 def _prebuild_one_row(layer: DecoderLayer, device: torch.device) -> None:

@@ -92,6 +92,7 @@ def build_placement(
         fp8_small_batch_kernel=config.fp8_small_batch_kernel,
         fp8_w8a8_decode=config.fp8_w8a8_decode,
         fp8_one_row_fusion=config.fp8_one_row_fusion,
+        bf16_one_row_fusion=config.bf16_one_row_fusion,
     )
     shape = ModelShape(
         num_layers=args.num_layers,

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.errors import ModelLoadError, UnsupportedModelError
+from engine.models.linear import OneRowProjection
 
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = float(torch.finfo(FP8_DTYPE).max)  # 448
@@ -162,7 +163,7 @@ def dequantize(
     return (wide * scale.repeat_interleave(block_k, dim=1)[:, : weight.shape[1]]).to(dtype)
 
 
-class Fp8Linear(nn.Module):
+class Fp8Linear(OneRowProjection, nn.Module):
     """A projection with E4M3 weights [out, in] and fp32 row scales (see row_scales); parameter
     names are the checkpoint's (`weight`, `weight_scale`, `bias`)."""
 
@@ -219,26 +220,8 @@ class Fp8Linear(nn.Module):
             self.small_batch_rows = LINEAR_ROWS
         self.one_row_fusion = one_row_fusion and self.small_batch_rows > 0 and self.bias is None
 
-    def one_row(
-        self,
-        x: torch.Tensor,
-        *,
-        norm: tuple[torch.Tensor, float] | None = None,
-        gated: bool = False,
-        residual: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """x [1, in] (or [1, 2 * in] gated) bf16 -> [1, out] in one GEMV kernel that also does
-        the layer's work around the product (fp8_gemv.fp8_weight_gemv): norm (weight,
-        eps), an RMSNorm of x first; gated, SiLU(gate) * up of x's halves; residual [1, out]
-        added. Only where one_row_fusion (else ValueError: the caller checks)."""
-        if not (self.one_row_fusion and x.dtype == torch.bfloat16 and x.shape[0] == 1):
-            raise ValueError("Fp8Linear.one_row takes one bf16 row, where one_row_fusion is on.")
-        from engine.models.fp8_gemv import fp8_gemv_fused_op
-
-        norm_weight, eps = norm if norm is not None else (None, 0.0)
-        return fp8_gemv_fused_op(
-            x, self.weight, self.weight_scale, norm_weight, eps, gated, residual
-        )
+    def one_row_scale(self) -> torch.Tensor:
+        return self.weight_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Row-wise scaled products write bf16 only: an fp16 or fp32 model dequantizes.

@@ -4,6 +4,11 @@ may take the layer's work around the product into the same kernel (an RMSNorm on
 SiLU(gate) * up on the way in, a residual added on the way out: fp8_gemv_fused_op, what
 Fp8Linear.one_row calls). fp8_small_batch.py chooses it for one row. Imported only where Triton
 is.
+
+The same kernel takes bf16 weights without a scale (Linear.one_row, EngineConfig's
+bf16_one_row_fusion): what a bf16 model's single stream gains there is the layer's own kernels
+(two norms, SiLU * up, cuBLAS's split-K reductions), not bandwidth (bench/fp8_gemv_fusion.py
+--weights bf16 times it against F.linear).
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from engine.models.fp8_w8a8 import split_output, sum_splits
 # 1,024 inputs a tile (92.5 us a layer of the 8B, against 155.7 for bf16 F.linear and 165.5 for
 # the earlier single configuration).
 GEMV_CONFIG = dict(block_n=8, block_k=1024, num_warps=4, num_stages=2)
+# bf16 weights: the same bytes a tile (half the inputs).
+BF16_GEMV_CONFIG = dict(block_n=8, block_k=512, num_warps=4, num_stages=2)
 
 
 @triton.jit(do_not_specialize=["M"])  # rows change step by step
 def _fp8_weight_gemv_kernel(
     x_ptr,  # [M, K] bf16
-    w_ptr,  # [N, K] float8_e4m3fn
-    scale_ptr,  # [N] fp32
+    w_ptr,  # [N, K] float8_e4m3fn (or bf16: not SCALED)
+    scale_ptr,  # [N] fp32: read when SCALED
     out_ptr,  # [M, N] in x's dtype, or [SPLIT_K, M, N] fp32 partials when SPLIT_K > 1
     M,
     N,
@@ -46,6 +53,7 @@ def _fp8_weight_gemv_kernel(
     NORM: tl.constexpr,
     GATED: tl.constexpr,
     ADD_RESIDUAL: tl.constexpr,
+    SCALED: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     """The same product without tensor cores, for one to a few rows: each program widens a
@@ -140,8 +148,9 @@ def _fp8_weight_gemv_kernel(
             acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if USE_PDL:  # the next kernel may launch now: it waits for this one to finish
         tl.extra.cuda.gdc_launch_dependents()
-    scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
-    acc = acc * scale[None, :]
+    if SCALED:
+        scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
+        acc = acc * scale[None, :]
     if ADD_RESIDUAL:  # one row, one split: the product rounded as the model's, then added
         residual = tl.load(res_ptr + cols, mask=col_ok, other=0.0)
         acc = acc.to(residual.dtype).to(tl.float32) + residual.to(tl.float32)[None, :]
@@ -198,7 +207,7 @@ def _gemv_tile(sums, w, x, REDUCE_EACH_TILE: tl.constexpr):
 def fp8_weight_gemv(
     x: torch.Tensor,
     weight: torch.Tensor,
-    scale: torch.Tensor,
+    scale: torch.Tensor | None,
     *,
     block_n: int,
     block_k: int,
@@ -218,7 +227,8 @@ def fp8_weight_gemv(
 
     One row may take the layer's work around the product (the kernel's NORM, GATED and
     ADD_RESIDUAL): norm (weight [K], eps), RMSNorm x first; gated, x [1, 2K] is [gate | up] and
-    the product takes SiLU(gate) * up; residual [1, N], returned: residual + the product."""
+    the product takes SiLU(gate) * up; residual [1, N], returned: residual + the product.
+    scale None: the weight is bf16 (or another 16-bit dtype), the product unscaled."""
     rows, width = x.shape
     outputs, inputs = weight.shape
     if width != (2 * inputs if gated else inputs):
@@ -240,7 +250,7 @@ def fp8_weight_gemv(
         _fp8_weight_gemv_kernel[(triton.cdiv(outputs, block_n), split_k)](
             x,
             weight,
-            scale,
+            scale if scale is not None else x,
             out,
             rows,
             outputs,
@@ -261,6 +271,7 @@ def fp8_weight_gemv(
             NORM=norm is not None,
             GATED=gated,
             ADD_RESIDUAL=residual is not None,
+            SCALED=scale is not None,
             num_warps=num_warps,
             num_stages=num_stages,
             **launch_options(x.device),
@@ -272,25 +283,25 @@ def fp8_weight_gemv(
 def fp8_gemv_fused_op(
     x: torch.Tensor,
     weight: torch.Tensor,
-    scale: torch.Tensor,
+    scale: torch.Tensor | None,
     norm_weight: torch.Tensor | None,
     eps: float,
     gated: bool,
     residual: torch.Tensor | None,
 ) -> torch.Tensor:
     """One row's product with the layer's work around it (fp8_weight_gemv's norm, gated and
-    residual, GEMV_CONFIG's tiles) as one opaque operator for torch.compile."""
+    residual; GEMV_CONFIG's tiles, BF16_GEMV_CONFIG's for unscaled bf16 weights) as one opaque
+    operator for torch.compile."""
     norm = None if norm_weight is None else (norm_weight, eps)
-    return fp8_weight_gemv(
-        x, weight, scale, **GEMV_CONFIG, norm=norm, gated=gated, residual=residual
-    )
+    tiles = GEMV_CONFIG if scale is not None else BF16_GEMV_CONFIG
+    return fp8_weight_gemv(x, weight, scale, **tiles, norm=norm, gated=gated, residual=residual)
 
 
 @fp8_gemv_fused_op.register_fake
 def _(
     x: torch.Tensor,
     weight: torch.Tensor,
-    scale: torch.Tensor,
+    scale: torch.Tensor | None,
     norm_weight: torch.Tensor | None,
     eps: float,
     gated: bool,

@@ -12,6 +12,7 @@ missing or disagrees.
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Callable
 
 import torch
@@ -55,7 +56,42 @@ def cpu_linear_fn(dtype: torch.dtype) -> LinearFn:
     return onednn_linear if error <= _PROBE_TOLERANCE[dtype] else F.linear
 
 
-class Linear(nn.Module):
+class OneRowProjection:
+    """A projection whose single bf16 row may go through the GEMV that also does the layer's
+    work around the product (engine/models/fp8_gemv.py): Linear (bf16 weights) and Fp8Linear
+    (E4M3 weights and their row scales, one_row_scale)."""
+
+    weight: torch.Tensor
+    one_row_fusion: bool
+
+    def one_row_scale(self) -> torch.Tensor | None:
+        """The weight's row scales for the GEMV; None for weights in the activations' dtype."""
+        return None
+
+    def one_row(
+        self,
+        x: torch.Tensor,
+        *,
+        norm: tuple[torch.Tensor, float] | None = None,
+        gated: bool = False,
+        residual: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x [1, in] (or [1, 2 * in] gated) bf16 -> [1, out] in one GEMV kernel that also does
+        the layer's work around the product (fp8_gemv.fp8_weight_gemv): norm (weight, eps), an
+        RMSNorm of x first; gated, SiLU(gate) * up of x's halves; residual [1, out] added. Only
+        where one_row_fusion (else ValueError: the caller checks)."""
+        if not (self.one_row_fusion and x.dtype == torch.bfloat16 and x.shape[0] == 1):
+            raise ValueError(
+                f"{type(self).__name__}.one_row takes one bf16 row, where one_row_fusion is on."
+            )
+        from engine.models.fp8_gemv import fp8_gemv_fused_op
+
+        norm_weight, eps = norm if norm is not None else (None, 0.0)
+        scale = self.one_row_scale()
+        return fp8_gemv_fused_op(x, self.weight, scale, norm_weight, eps, gated, residual)
+
+
+class Linear(OneRowProjection, nn.Module):
     """nn.Linear's parameters (same names, so checkpoints load as they are) with a matrix product
     that the model chooses for its device (`LlamaModel.use_matmul`)."""
 
@@ -65,9 +101,22 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
         self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
         self.matmul: LinearFn = F.linear
+        # One bf16 row through the GEMV that also does the layer's work around the product
+        # (one_row; set by enable_one_row where it runs).
+        self.one_row_fusion = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.matmul(x, self.weight, self.bias)
+
+    def enable_one_row(self, device: torch.device) -> bool:
+        """Let one_row run where it can: bf16 weights without a bias on CUDA, with Triton."""
+        self.one_row_fusion = (
+            device.type == "cuda"
+            and self.weight.dtype == torch.bfloat16
+            and self.bias is None
+            and importlib.util.find_spec("triton") is not None
+        )
+        return self.one_row_fusion
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}"

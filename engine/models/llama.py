@@ -112,8 +112,9 @@ class DecoderLayer(nn.Module):
         self.one_row_fused = False
 
     def enable_one_row_fusion(self) -> bool:
-        """Take the one-row path wherever all four projections can (FP8 with one_row_fusion:
-        engine/models/fp8.py); returns whether they can."""
+        """Take the one-row path wherever all four projections can (one_row_fusion: FP8 ones,
+        engine/models/fp8.py, or bf16 ones, engine/models/linear.py); returns whether they
+        can."""
         attention, mlp = self.self_attn, self.mlp
         projections = (attention.qkv_proj, attention.o_proj, mlp.gate_up_proj, mlp.down_proj)
         self.one_row_fused = all(getattr(p, "one_row_fusion", False) for p in projections)

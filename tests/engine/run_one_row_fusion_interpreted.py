@@ -1,7 +1,8 @@
 """A decoder layer with FP8 projections, one row, through its fused one-row path (GEMVs that do the
 norms, SiLU * up and residual adds: DecoderLayer.one_row_fused) and through its plain path (the
 same GEMV for each product, the layer's work in torch), both under Triton's CPU interpreter;
-prints how far apart they land (test_fp8_small_batch.py starts it with TRITON_INTERPRET=1)."""
+then a layer with bf16 projections (Linear.one_row) against its plain path (F.linear); prints
+how far apart they land (test_fp8_small_batch.py starts it with TRITON_INTERPRET=1)."""
 
 import json
 
@@ -10,9 +11,10 @@ import torch
 from tests.engine.run_paged_decode_interpreted import start_interpreted
 
 
-def fp8_layer(device: torch.device, seed: int = 0):
+def fp8_layer(device: torch.device, seed: int = 0, weights: str = "fp8"):
     """A small Llama decoder layer in bf16 (hidden 64, MLP 96, 4 query heads on 2 KV heads of
-    16) with random E4M3 projections, set up as Fp8Linear.use_scaled_mm sets them on a GPU."""
+    16) with random projections: E4M3 ones set up as Fp8Linear.use_scaled_mm sets them on a
+    GPU, or (weights "bf16") bf16 ones with Linear's one_row_fusion on."""
     from engine.models.config import ModelArgs
     from engine.models.fp8 import FP8_PROJECTIONS, Fp8Linear, quantize_rows
     from engine.models.llama import DecoderLayer
@@ -27,8 +29,12 @@ def fp8_layer(device: torch.device, seed: int = 0):
         if name.rsplit(".", 1)[-1] not in FP8_PROJECTIONS:
             continue
         parent, child = name.rsplit(".", 1)
-        fp8 = Fp8Linear(module.in_features, module.out_features)
         weight = torch.randn(module.out_features, module.in_features, generator=generator) * 0.1
+        if weights == "bf16":
+            module.weight.data = weight.to(torch.bfloat16)
+            module.one_row_fusion = True  # as Linear.enable_one_row sets it on a GPU
+            continue
+        fp8 = Fp8Linear(module.in_features, module.out_features)
         fp8.weight.data, fp8.weight_scale.data = quantize_rows(weight)
         fp8.scaled_mm, fp8.small_batch_rows, fp8.one_row_fusion = True, 64, True
         setattr(layer.get_submodule(parent), child, fp8)
@@ -44,12 +50,12 @@ def attention(layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor)
     return q * 0.5 + (k + v).repeat_interleave(group, dim=1)
 
 
-def compare(device: torch.device) -> dict:
+def compare(device: torch.device, weights: str = "fp8") -> dict:
     """The layer's one row through its fused path and its plain one (and two rows both ways)."""
     from engine.models import fp8_gemv
     from engine.models.rope import rope_cos_sin
 
-    layer = fp8_layer(device=device)
+    layer = fp8_layer(device=device, weights=weights)
     generator = torch.Generator().manual_seed(1)
     # A residual no larger than the layer's change, so that the bound below sees the change.
     x = (torch.randn(1, 64, generator=generator) * 0.1).to(device, torch.bfloat16)
@@ -82,7 +88,8 @@ def compare(device: torch.device) -> dict:
 
 def main() -> None:
     start_interpreted()
-    print(json.dumps(compare(torch.device("cpu"))))
+    cpu = torch.device("cpu")
+    print(json.dumps({weights: compare(cpu, weights) for weights in ("fp8", "bf16")}))
 
 
 if __name__ == "__main__":

@@ -42,16 +42,21 @@ def test_one_row_fusion_gives_the_layers_own_result_interpreted() -> None:
     calls), it gives what the layer gives through the plain GEMV and its own torch work. Both
     round where the model rounds; only an input the kernel's exp or rsqrt puts on the other side
     of a rounding may differ, by an ulp (2**-8) carried through a few bf16 steps: 2**-6 of the
-    largest output. Two rows never take the fused path."""
-    _assert_one_row_fusion_holds(_run_interpreted("tests.engine.run_one_row_fusion_interpreted"))
+    largest output. Two rows never take the fused path. The same with bf16 projections
+    (Linear.one_row, the same kernel unscaled) against F.linear: its products sum in another
+    order, in fp32, and round once to bf16 as the GEMV's do."""
+    results = _run_interpreted("tests.engine.run_one_row_fusion_interpreted")
+    for weights in ("fp8", "bf16"):
+        _assert_one_row_fusion_holds(results[weights])
 
 
 @needs_cuda
-def test_one_row_fusion_gives_the_layers_own_result_cuda() -> None:
+@pytest.mark.parametrize("weights", ["fp8", "bf16"])
+def test_one_row_fusion_gives_the_layers_own_result_cuda(weights: str) -> None:
     """The same on the GPU (its exp and rsqrt are the hardware's approximations)."""
     from tests.engine.run_one_row_fusion_interpreted import compare
 
-    _assert_one_row_fusion_holds(compare(torch.device("cuda")))
+    _assert_one_row_fusion_holds(compare(torch.device("cuda"), weights))
 
 
 def _assert_one_row_fusion_holds(result: dict) -> None:
@@ -112,7 +117,7 @@ def _loads_before_wait(lines: list[str]) -> int:
 
 
 # The one-row GEMV's constexprs for a product alone (none of the layer's work fused in).
-GEMV_UNFUSED = {"NORM": False, "GATED": False, "ADD_RESIDUAL": False}
+GEMV_UNFUSED = {"NORM": False, "GATED": False, "ADD_RESIDUAL": False, "SCALED": True}
 
 
 def _build_for_hopper(fn, kinds: dict, constexprs: dict, config: dict):
@@ -201,20 +206,25 @@ def test_kernel_compiles_for_hopper(rows: int, w8a8: bool) -> None:
         (True, {}),
         (False, {"NORM": True}),
         (True, {"GATED": True, "ADD_RESIDUAL": True}),
+        (False, {"SCALED": False, "NORM": True}),  # bf16 weights (Linear.one_row)
+        (False, {"SCALED": False, "GATED": True, "ADD_RESIDUAL": True}),
     ],
 )
 def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: dict) -> None:
     """Launched with programmatic dependent launch (USE_PDL), the one-row GEMV built for sm_90
     loads weights before it waits for the kernel before it (griddepcontrol.wait: the weights are
     no kernel's output), and lets the next kernel launch (griddepcontrol.launch_dependents)
-    only after its loop, before its stores; so too with each tile loaded an iteration ahead, and
-    with the layer's norm, or SiLU * up and the residual, fused in."""
+    only after its loop, before its stores; so too with each tile loaded an iteration ahead,
+    with the layer's norm, or SiLU * up and the residual, fused in, and with bf16 weights at
+    their own tiles (no scale)."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("this process runs Triton's interpreter: nothing to compile")
     from engine.models import fp8_gemv
 
-    config = fp8_gemv.GEMV_CONFIG
-    kinds = {"w_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
+    bf16 = not fused.get("SCALED", True)
+    config = fp8_gemv.BF16_GEMV_CONFIG if bf16 else fp8_gemv.GEMV_CONFIG
+    weight = "*bf16" if bf16 else "*fp8e4nv"
+    kinds = {"w_ptr": weight, "scale_ptr": "*fp32", "x_ptr": "*bf16", "out_ptr": "*bf16"}
     constexprs = {
         "BLOCK_M": 1,
         "BLOCK_N": config["block_n"],
@@ -232,7 +242,7 @@ def test_gemv_with_programmatic_launch_builds_for_hopper(prefetch: bool, fused: 
         .splitlines()
     )
     if fused:  # x, the norm's weight and the residual are loaded after the wait, not before
-        plain = dict(constexprs, **GEMV_UNFUSED)
+        plain = {**constexprs, **GEMV_UNFUSED, "SCALED": not bf16}
         plain_lines = (
             _build_for_hopper(fp8_gemv._fp8_weight_gemv_kernel, kinds, plain, config)
             .asm["ptx"]

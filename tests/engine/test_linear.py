@@ -52,6 +52,20 @@ def test_linear_keeps_nn_linear_parameter_names() -> None:
     assert layer.weight.shape == (4, 6) and layer.bias.shape == (4,)
 
 
+def test_one_row_runs_only_where_enabled_for_bf16_weights_without_bias() -> None:
+    """Linear.one_row (the fused one-row GEMV, bf16 weights) is on only on CUDA for bf16
+    weights without a bias; elsewhere it stays off and one_row refuses with a sentence."""
+    plain, biased = Linear(16, 8).to(torch.bfloat16), Linear(16, 8, bias=True).to(torch.bfloat16)
+    assert not plain.enable_one_row(torch.device("cpu"))
+    assert not biased.enable_one_row(torch.device("cuda"))
+    assert not Linear(16, 8).enable_one_row(torch.device("cuda"))  # fp32 weights
+    with pytest.raises(ValueError, match=r"Linear\.one_row takes one bf16 row"):
+        plain.one_row(torch.zeros(1, 16, dtype=torch.bfloat16))
+    plain.one_row_fusion = True  # as on a GPU: still one bf16 row only
+    with pytest.raises(ValueError, match="one bf16 row"):
+        plain.one_row(torch.zeros(2, 16, dtype=torch.bfloat16))
+
+
 def test_use_matmul_reaches_every_layer_and_row_blocks_change_nothing() -> None:
     model = _random_model(1)
     calls = []
