@@ -4,7 +4,7 @@ bf16, at the 8B's attention shape (32 query heads, 8 KV heads, D=128, pages of 1
 handed out in shuffled order).
 
 Usage: python3 bench/paged_decode_fp8.py --out FILE.json [--tiles 64 128] [--warps 4] [--stages 2 3]
-       [--maxnreg 168 128]
+       [--maxnreg 168 128] [--v-pairs off on]
 Times: per call, from a CUDA graph of 16 calls (each on another block table over its own
 blocks, >= 256 MiB of cache in all, past L2) replayed 10 times after 3. GB/s counts the K and V
 bytes attended to (FP8: the scales too). Each configuration is first checked against the
@@ -85,16 +85,24 @@ def main() -> int:
     parser.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--stages", type=int, nargs="+", default=[3, 4])
     parser.add_argument("--maxnreg", type=int, nargs="*", default=[])
+    parser.add_argument(
+        "--v-pairs",
+        nargs="+",
+        choices=["off", "on"],
+        default=["off"],
+        help="V read byte-wise (off) and/or as 16-bit pairs (on: KernelConfig.v_pairs)",
+    )
     args = parser.parse_args()
     device = torch.device("cuda")
     # The default, the same tiles with K and V dequantized to bf16 (fp16_dots off: the kernel
     # before its dots went to fp16), then the sweep.
     # --maxnreg adds each register cap to the sweep (a program's registers decide how many fit
     # an SM: at 128 tokens the sm_90 build takes 184, two programs an SM; 168 lets three fit).
+    # --v-pairs on adds each configuration with V read as 16-bit pairs.
     configs = [None, KernelConfig(tile_tokens=128, num_stages=3, fp16_dots=False)] + [
-        KernelConfig(tile_tokens=t, num_warps=w, num_stages=s, maxnreg=r)
-        for t, w, s, r in itertools.product(
-            args.tiles, args.warps, args.stages, [None, *args.maxnreg]
+        KernelConfig(tile_tokens=t, num_warps=w, num_stages=s, maxnreg=r, v_pairs=p == "on")
+        for t, w, s, r, p in itertools.product(
+            args.tiles, args.warps, args.stages, [None, *args.maxnreg], args.v_pairs
         )
     ]
     rows = []

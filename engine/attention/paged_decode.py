@@ -42,6 +42,11 @@ TILE_BYTES = 8192
 # 123 registers a thread, where four programs an SM, as many as its shared memory allows, fit
 # up to 128); half as many from 8 query heads a KV head (4,096 took it to 128, 2,048 to 93).
 MERGE_VALUES = 4096
+# An FP8 cache's V read as pairs by default (KernelConfig.v_pairs): in the sm_90 build (Triton
+# 3.9, D=128, 128 tokens a tile) the loop falls from 1,207 to 884 instructions and the kernel
+# from 195 to 150 registers a thread (three programs an SM where two fit), with no one-byte
+# shared-memory load left. Off until a GPU has timed it (bench/paged_decode_fp8.py --v-pairs).
+FP8_V_PAIRS = False
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class KernelConfig:
     # A cap on registers a thread (ptxas's .maxnreg), None for ptxas's own count: a program that
     # needs fewer registers leaves room for one more on each SM.
     maxnreg: int | None = None
+    # With fp16 dots, the FP8 cache's V read as 16-bit pairs of dimensions (the kernel's
+    # V_PAIRS): ldmatrix.trans instead of one-byte shared-memory loads for the P @ V dot.
+    v_pairs: bool = False
 
     def __post_init__(self) -> None:
         n = self.tile_tokens
@@ -86,7 +94,7 @@ def default_kernel_config(
         # 64 x 4K, 138 against 168 at 16 x 8K, 50 against 65 at 1 x 32K (bf16: 355, 209, 55).
         # Not for an fp32 model: its widened tiles would pass an sm_89 block's shared memory.
         tile = max(MIN_DOT_DIM, min(128, 2 * TILE_BYTES // padded))
-        return KernelConfig(tile_tokens=tile, num_stages=3)
+        return KernelConfig(tile_tokens=tile, num_stages=3, v_pairs=FP8_V_PAIRS)
     row_bytes = padded * dtype.itemsize
     tile = max(MIN_DOT_DIM, min(128, TILE_BYTES // row_bytes))
     return KernelConfig(tile_tokens=tile)
@@ -244,6 +252,8 @@ def paged_decode_attention(
     config = config or default_kernel_config(head_dim, q.dtype, k_cache.dtype)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     block_d = _next_power_of_2(max(head_dim, MIN_DOT_DIM))
+    fp16_dots = is_fp8 and config.fp16_dots and q.dtype.itemsize == 2
+    v_pairs = fp16_dots and config.v_pairs and _pairs_aligned(v_cache)
     single = num_splits == 1
     fused = merge_counters is not None and not single
     group_p2 = _next_power_of_2(group) if fused else 1
@@ -279,11 +289,13 @@ def paged_decode_attention(
             TILE_N=config.tile_tokens,
             SINGLE_SPLIT=single,
             KV_FP8=is_fp8,
-            FP16_DOTS=is_fp8 and config.fp16_dots and q.dtype.itemsize == 2,
+            FP16_DOTS=fp16_dots,
             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             FUSED_MERGE=fused,
             GROUP_P2=group_p2,
             MERGE_CHUNK=_merge_chunk(group_p2, block_d) if fused else 1,
+            V_PAIRS=v_pairs,
+            PAIRS_ASM=v_pairs and not _is_interpreted(kernels),
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
@@ -421,6 +433,17 @@ def _merge_chunk(group_p2: int, block_d: int) -> int:
     return max(1, values // (group_p2 * block_d))
 
 
+def _pairs_aligned(v_cache: torch.Tensor) -> bool:
+    """Whether V's 8-bit values can be read as 16-bit pairs: an even head dim, even strides,
+    an even address."""
+    return (
+        v_cache.shape[-1] % 2 == 0
+        and all(stride % 2 == 0 for stride in v_cache.stride()[:-1])
+        and v_cache.stride(-1) == 1
+        and v_cache.data_ptr() % 2 == 0
+    )
+
+
 def merge_counters(rows: int, num_kv_heads: int, device: torch.device) -> torch.Tensor:
     """Zeroed counters with which paged_decode_attention merges splits in its split kernel,
     for batches of up to `rows` sequences; allocate them before any CUDA graph capture."""
@@ -452,7 +475,7 @@ def _is_interpreted(kernels: ModuleType) -> bool:
     """Whether Triton decorated the kernels for its CPU interpreter (TRITON_INTERPRET=1)."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    return isinstance(kernels._paged_decode_split_kernel, InterpretedFunction)
+    return isinstance(kernels._write_slots_kernel, InterpretedFunction)
 
 
 def _next_power_of_2(n: int) -> int:

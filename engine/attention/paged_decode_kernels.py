@@ -65,6 +65,8 @@ def _paged_decode_split_kernel(
     FUSED_MERGE: tl.constexpr,
     GROUP_P2: tl.constexpr,
     MERGE_CHUNK: tl.constexpr,
+    V_PAIRS: tl.constexpr,
+    PAIRS_ASM: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     if USE_PDL:  # programmatic dependent launch: q and this step's K/V slot come from kernels
@@ -114,6 +116,17 @@ def _paged_decode_split_kernel(
     m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)  # running max (log2 domain)
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)  # running sum of exp2(s - m_i)
     acc = tl.zeros([GROUP_PAD, BLOCK_D], dtype=tl.float32)
+    if V_PAIRS:
+        # An FP8 cache's V read as 16-bit pairs (dimensions 2j, 2j + 1 of a token): the P @ V
+        # dot wants V's tokens as its reduction, which Triton gathers for 8-bit values one byte
+        # a shared-memory load, but for 16-bit ones with ldmatrix.trans. Each pair is then
+        # split in registers into its even and odd dimension, each half with its own dot and
+        # its own accumulator, interleaved again after the loop.
+        pairs = tl.arange(0, BLOCK_D // 2)
+        pair_ok = pairs < HEAD_DIM // 2
+        v_pair_ptr = v_ptr.to(tl.pointer_type(tl.int16))
+        acc_even = tl.zeros([GROUP_PAD, BLOCK_D // 2], dtype=tl.float32)
+        acc_odd = tl.zeros([GROUP_PAD, BLOCK_D // 2], dtype=tl.float32)
     table_row = block_tables_ptr + seq * stride_bt
 
     # The first tile's block ids; each iteration then fetches the next tile's (loop-carried),
@@ -138,7 +151,13 @@ def _paged_decode_split_kernel(
         k_rows = wide * stride_kn + slots * stride_ks + kv_head * stride_kh  # [TILE_N]
         v_rows = wide * stride_vn + slots * stride_vs + kv_head * stride_vh
         k = tl.load(k_ptr + k_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
+        if V_PAIRS:  # [TILE_N, BLOCK_D // 2] int16 (v_rows even: the launcher checks)
+            pair_mask = valid[:, None] & pair_ok[None, :]
+            v = tl.load(
+                v_pair_ptr + (v_rows // 2)[:, None] + pairs[None, :], mask=pair_mask, other=0
+            )
+        else:
+            v = tl.load(v_ptr + v_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         if KV_FP8:
             # A token's K scale (per KV head) multiplies its column of the scores, in fp32: K's
             # E4M3 values widen exactly to q's dtype (or fp16) for tl.dot.
@@ -147,7 +166,8 @@ def _paged_decode_split_kernel(
             v_scale = tl.load(v_scale_ptr + scale_rows, mask=valid, other=0.0)
             if FP16_DOTS:
                 k = k.to(tl.float16)
-                v = v.to(tl.float16)  # exact: V's scales go into p, below
+                if not V_PAIRS:
+                    v = v.to(tl.float16)  # exact: V's scales go into p, below
             else:
                 # V dequantized (an fp32 model: its dots are fp32 anyway).
                 k = k.to(q.dtype)
@@ -178,11 +198,18 @@ def _paged_decode_split_kernel(
             # 1 / top infinite: its shares are 0 in fp16 anyway.
             top = tl.where(top >= 1.1754944e-38, top, 1.0)
             share = (weighted * (1.0 / top)[:, None]).to(tl.float16)
-            update = tl.dot(share, v) * top[:, None]
+            if V_PAIRS:
+                even, odd = _e4m3_pairs_to_fp16(v, PAIRS_ASM)
+                acc_even = acc_even * alpha[:, None] + tl.dot(share, even) * top[:, None]
+                acc_odd = acc_odd * alpha[:, None] + tl.dot(share, odd) * top[:, None]
+            else:
+                acc = acc * alpha[:, None] + tl.dot(share, v) * top[:, None]
         else:
             update = tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        acc = acc * alpha[:, None] + update
+            acc = acc * alpha[:, None] + update
         m_i = m_new
+    if V_PAIRS:  # dimension 2j from the even half, 2j + 1 from the odd
+        acc = tl.reshape(tl.join(acc_even, acc_odd), (GROUP_PAD, BLOCK_D))
 
     if USE_PDL:  # the next kernel may launch now: it waits for this one to finish
         tl.extra.cuda.gdc_launch_dependents()
@@ -202,6 +229,37 @@ def _paged_decode_split_kernel(
                 tl.num_programs(1), num_splits, num_heads, stride_ob, stride_oh,
                 GROUP, GROUP_P2, HEAD_DIM, BLOCK_D, MERGE_CHUNK,
             )  # fmt: skip
+
+
+@triton.jit
+def _e4m3_pairs_to_fp16(pairs, ASM: tl.constexpr):
+    """16-bit words, each two E4M3 values (low byte, high byte) -> the low values and the high
+    values in fp16 (exact: every E4M3 value is one). ASM (compiled): per two words, one byte
+    permute and one cvt.rn.f16x2.e4m3x2 for each half; otherwise (Triton's interpreter, which
+    runs no inline assembly) the same through Triton's own operations."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            asm="""
+            {
+            .reg .b32 lo, hi;
+            .reg .b16 lo16, hi16;
+            prmt.b32 lo, $2, 0, 0x5420;
+            prmt.b32 hi, $2, 0, 0x5431;
+            cvt.u16.u32 lo16, lo;
+            cvt.u16.u32 hi16, hi;
+            cvt.rn.f16x2.e4m3x2 $0, lo16;
+            cvt.rn.f16x2.e4m3x2 $1, hi16;
+            }
+            """,
+            constraints="=r,=r,r",
+            args=[pairs],
+            dtype=(tl.float16, tl.float16),
+            is_pure=True,
+            pack=2,
+        )
+    low = (pairs & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    high = ((pairs >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    return low, high
 
 
 @triton.jit

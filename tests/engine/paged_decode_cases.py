@@ -51,6 +51,7 @@ class Case:
     kv_fp8: bool = False  # the cache in E4M3 with a scale per token and KV head
     fp16_dots: bool = True  # KernelConfig.fp16_dots (an FP8 cache and a 16-bit model)
     fused_merge: bool = False  # the split kernel merges its splits (merge_counters)
+    v_pairs: bool = False  # KernelConfig.v_pairs (an FP8 cache's V read as 16-bit pairs)
 
 
 MIXED = (1, 15, 16, 17, 100, 1000, 0)
@@ -86,6 +87,14 @@ CASES: dict[str, Case] = {
     "fused_all_padding_fp32": Case(4, 2, 64, torch.float32, (0, 0), num_splits=4, fused_merge=True),
     "fused_g4_d128_bf16_fp8_kv_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, fused_merge=True),
     "fused_large_scores_fp32": Case(4, 2, 64, torch.float32, (700,), q_gain=10.0, num_splits=5, fused_merge=True),
+    # An FP8 cache's V read as 16-bit pairs of dimensions: the plan's splits, fp16, a padded
+    # head dim (80 of 128: pairs past 40 masked), large q, one split, the fused merge.
+    "pairs_g4_d128_bf16_fp8_kv_three_splits": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, v_pairs=True),
+    "pairs_g4_d128_fp16_fp8_kv": Case(8, 2, 128, torch.float16, (1, 16, 300, 0), kv_fp8=True, v_pairs=True),
+    "pairs_d80_bf16_fp8_kv_padded_dim": Case(4, 2, 80, torch.bfloat16, (40, 77), kv_fp8=True, v_pairs=True),
+    "pairs_large_q_bf16_fp8_kv": Case(4, 2, 64, torch.bfloat16, (50, 700), q_gain=1e5, num_splits=2, kv_fp8=True, v_pairs=True),
+    "pairs_g4_d128_bf16_fp8_kv_one_split": Case(8, 2, 128, torch.bfloat16, (17, 300), num_splits=1, kv_fp8=True, v_pairs=True),
+    "pairs_fused_g4_d128_bf16_fp8_kv": Case(8, 2, 128, torch.bfloat16, (17, 1000, 0, 100), num_splits=3, kv_fp8=True, fused_merge=True, v_pairs=True),
 }  # fmt: skip
 
 
@@ -125,6 +134,30 @@ def build_inputs(case: Case, device: torch.device, seed: int = 0) -> dict[str, t
 
 
 @contextmanager
+def _split_launches() -> Iterator[list[dict]]:
+    """The split kernel's launches while this holds: each one's keyword arguments (its
+    constexprs among them)."""
+    from engine.attention import paged_decode_kernels
+
+    split = paged_decode_kernels._paged_decode_split_kernel
+    launches: list[dict] = []
+
+    class Records:
+        def __getitem__(self, grid: object):
+            def launch(*args: object, **kwargs: object) -> object:
+                launches.append(kwargs)
+                return split[grid](*args, **kwargs)
+
+            return launch
+
+    paged_decode_kernels._paged_decode_split_kernel = Records()
+    try:
+        yield launches
+    finally:
+        paged_decode_kernels._paged_decode_split_kernel = split
+
+
+@contextmanager
 def _no_merge_kernel(fused: bool) -> Iterator[None]:
     """With the split kernel merging its own splits, the second kernel must not run: it
     raises while this holds."""
@@ -152,12 +185,13 @@ def run_case(case: Case, device: torch.device) -> dict:
         inputs = build_inputs(case, device)
         out = torch.full_like(inputs["q"], float("nan"))
         config = None
-        if case.tile_tokens or not case.fp16_dots:
+        if case.tile_tokens or not case.fp16_dots or case.v_pairs:
             default = default_kernel_config(case.head_dim, case.dtype, inputs["k_cache"].dtype)
             config = KernelConfig(
                 case.tile_tokens or default.tile_tokens,
                 num_stages=default.num_stages,
                 fp16_dots=case.fp16_dots,
+                v_pairs=case.v_pairs,
             )
         options = dict(scale=case.scale, num_splits=case.num_splits, config=config)
         counters = None
@@ -166,9 +200,10 @@ def run_case(case: Case, device: torch.device) -> dict:
                 len(case.context_lens) * case.num_kv_heads + 3, dtype=torch.int32, device=device
             )
             options["merge_counters"] = counters
-        with _no_merge_kernel(case.fused_merge):
+        with _no_merge_kernel(case.fused_merge), _split_launches() as launches:
             result = paged_decode_attention(**inputs, out=out, **options)
-            checks = {}
+            # A v_pairs case ran the kernel's pairs (its launches all with V_PAIRS).
+            checks = {"v_pairs_ran": not case.v_pairs or all(c["V_PAIRS"] for c in launches)}
             if counters is not None:  # left at zero for the next launch, which gives the same
                 checks["counters_zero"] = bool((counters == 0).all().item())
                 again = paged_decode_attention(**inputs, **options)

@@ -70,6 +70,7 @@ def _assert_case_passed(result: dict) -> None:
     assert not result["reference_has_nan"]
     assert result.get("counters_zero", True)
     assert result.get("same_again", True)
+    assert result["v_pairs_ran"]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -517,6 +518,57 @@ def test_programmatic_launch_waits_before_any_load(kv_fp8: bool) -> None:
         assert "griddepcontrol.launch_dependents" in ptx
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TRITON, reason=NO_TRITON)
+def test_fp8_cache_v_pairs_build_without_byte_loads_for_hopper() -> None:
+    """Ahead of time for sm_90: with V read as 16-bit pairs (KernelConfig.v_pairs), the FP8
+    cache's split kernel at its default tiles loads V for the P @ V dot with ldmatrix.trans,
+    with no one-byte shared-memory load left (the byte-wise build has them), widens each half
+    with cvt.rn.f16x2.e4m3x2 after a byte permute, and needs fewer registers a thread: 168 or
+    fewer, so that three programs fit an SM (65,536 registers, 128 threads a program), where
+    the byte-wise build's fit two."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("this process runs Triton's interpreter: nothing to compile")
+    from engine.attention import paged_decode_kernels as kernels
+
+    config = default_kernel_config(128, torch.bfloat16, torch.float8_e4m3fn)
+    built = {}
+    for pairs in (False, True):
+        constexprs = {
+            "GROUP": 4, "GROUP_PAD": 16, "HEAD_DIM": 128, "BLOCK_D": 128, "BLOCK_SIZE": 16,
+            "TILE_N": config.tile_tokens, "SINGLE_SPLIT": False, "KV_FP8": True,
+            "FP16_DOTS": True, "DOT_PRECISION": "tf32", **MERGE_OFF, "USE_PDL": False,
+            "V_PAIRS": pairs, "PAIRS_ASM": pairs,
+        }  # fmt: skip
+        options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+        fn = kernels._paged_decode_split_kernel
+        built[pairs] = _build(fn, constexprs, options, dtype="bf16", kv_fp8=True, arch=90)
+    byte_loads = re.compile(r"ld\.shared\.(u8|b8|s8)")
+    assert byte_loads.search(built[False].asm["ptx"])
+    ptx = built[True].asm["ptx"]
+    assert not byte_loads.search(ptx)
+    assert re.search(r"ldmatrix\.sync\.aligned\.\S*trans", ptx)
+    assert "cvt.rn.f16x2.e4m3x2" in ptx and "prmt.b32" in ptx
+    registers = {pairs: _registers(kernel) for pairs, kernel in built.items()}
+    assert registers[True] <= 168 < registers[False], registers
+
+
+def _registers(kernel) -> int:
+    """Registers a thread of a kernel built ahead of time (cuobjdump, bundled with Triton)."""
+    import tempfile
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run(
+            [str(tool), "-res-usage", cubin.name], capture_output=True, text=True, check=True
+        ).stdout
+    return int(re.search(r"REG:(\d+)", usage).group(1))
+
+
 def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arch: int):
     """The kernel built ahead of time for sm_<arch> (Triton's bundled ptxas), its pointers and
     strides specialized as the launcher does."""
@@ -524,6 +576,8 @@ def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arc
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    if "V_PAIRS" in fn.arg_names:  # the split kernel: V read byte-wise unless asked
+        constexprs = {"V_PAIRS": False, "PAIRS_ASM": False} | constexprs
     signature = {}
     for name in fn.arg_names:
         if name in constexprs:
