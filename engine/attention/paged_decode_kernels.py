@@ -237,8 +237,8 @@ def _e4m3_pairs_to_fp16(pairs, ASM: tl.constexpr):
     values in fp16 (exact: every E4M3 value is one). ASM (compiled): per two words, one byte
     permute and one cvt.rn.f16x2.e4m3x2 for each half; otherwise (Triton's interpreter, which
     runs no inline assembly) the same through Triton's own operations."""
-    if ASM:
-        return tl.inline_asm_elementwise(
+    if ASM:  # one return below (Triton 3.6 builds the statements after a branch's return too)
+        low, high = tl.inline_asm_elementwise(
             asm="""
             {
             .reg .b32 lo, hi;
@@ -257,8 +257,9 @@ def _e4m3_pairs_to_fp16(pairs, ASM: tl.constexpr):
             is_pure=True,
             pack=2,
         )
-    low = (pairs & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
-    high = ((pairs >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    else:
+        low = (pairs & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        high = ((pairs >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
     return low, high
 
 

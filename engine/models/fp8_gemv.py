@@ -164,14 +164,15 @@ def _fp8_weight_gemv_kernel(
 def _row_rstd(x_ptr, K, eps, BLOCK_K: tl.constexpr, NORM: tl.constexpr):
     """1 / sqrt(mean(x**2) + eps) over the row's K inputs in fp32 (RMSNorm's, as F.rms_norm
     takes it); 1.0 without NORM."""
+    rstd = 1.0
     if NORM:
         ks = tl.arange(0, BLOCK_K)
         squares = tl.zeros((BLOCK_K,), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             x = tl.load(x_ptr + k0 + ks, mask=k0 + ks < K, other=0.0).to(tl.float32)
             squares += x * x
-        return tl.rsqrt(tl.sum(squares, 0) / K + eps)
-    return 1.0
+        rstd = tl.rsqrt(tl.sum(squares, 0) / K + eps)
+    return rstd
 
 
 @triton.jit
@@ -185,13 +186,16 @@ def _one_row_inputs(x_ptr, k, k_ok, K, rstd, norm_ptr, NORM: tl.constexpr, GATED
         up = tl.load(x_ptr + K + k, mask=k_ok, other=0.0)
         wide = gate.to(tl.float32)
         act = (wide / (1.0 + tl.exp(-wide))).to(up.dtype)
-        return (act.to(tl.float32) * up.to(tl.float32)).to(up.dtype).to(tl.float32)
-    raw = tl.load(x_ptr + k, mask=k_ok, other=0.0)
-    if NORM:
-        weight = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
-        normed = (raw.to(tl.float32) * rstd).to(raw.dtype)
-        return (normed.to(tl.float32) * weight.to(tl.float32)).to(raw.dtype).to(tl.float32)
-    return raw.to(tl.float32)
+        inputs = (act.to(tl.float32) * up.to(tl.float32)).to(up.dtype).to(tl.float32)
+    else:
+        raw = tl.load(x_ptr + k, mask=k_ok, other=0.0)
+        if NORM:
+            weight = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
+            normed = (raw.to(tl.float32) * rstd).to(raw.dtype)
+            inputs = (normed.to(tl.float32) * weight.to(tl.float32)).to(raw.dtype).to(tl.float32)
+        else:
+            inputs = raw.to(tl.float32)
+    return inputs
 
 
 @triton.jit
@@ -199,9 +203,12 @@ def _gemv_tile(sums, w, x, REDUCE_EACH_TILE: tl.constexpr):
     """One weight tile [BLOCK_N, BLOCK_K] (E4M3) times one row's inputs [BLOCK_K] (fp32), added
     to the program's sums."""
     products = w.to(tl.float32) * x[None, :]
+    # One return (Triton 3.6 builds the statements after a compile-time branch's return too).
     if REDUCE_EACH_TILE:
-        return sums + tl.sum(products, axis=1)
-    return sums + products
+        sums += tl.sum(products, axis=1)
+    else:
+        sums += products
+    return sums
 
 
 def fp8_weight_gemv(

@@ -430,7 +430,9 @@ def test_programmatic_launch_writes_the_same_tokens_cuda(tmp_path, compile: bool
     options["compile"] = compile
     params = SamplingParams(max_new_tokens=48)
     prompts = [_prompt(length, seed) for seed, length in enumerate((5, 90, 300))]
-    plain = tiny_engine(tmp_path, **options)
+    # Process-wide: an engine built earlier in this process (pdl on by default) turned it on.
+    set_programmatic_launch(torch.device("cuda"), False)
+    plain = tiny_engine(tmp_path, pdl=False, **options)
     assert not is_programmatic_launch_on()
 
     def tokens(engine) -> list[list[int]]:  # one at a time (the GEMV), then together (w8a8)
