@@ -1,4 +1,5 @@
-"""The greedy step's argmax over a large vocabulary: torch.argmax against a two-stage argmax.
+"""The greedy step's argmax over a large vocabulary: torch.argmax against a two-stage argmax
+(engine/sampler.py's argmax_rows, what Sampler.greedy takes on CUDA since this measured it).
 
 A decode step's profile on the H200 (bench/results/decode_profile_h200.kernels.txt) shows
 torch.argmax over one row of Llama 3's 128,256 logits taking 27 us (one reduce kernel), against
@@ -27,22 +28,10 @@ import torch  # noqa: E402
 
 from bench._report import hardware  # noqa: E402
 from bench._timing import graph_call_us  # noqa: E402
+from engine.sampler import argmax_rows as two_stage_argmax  # noqa: E402
 
 VOCAB = 128_256  # Llama 3
 CALLS = 32
-
-
-def two_stage_argmax(logits: torch.Tensor, chunk: int) -> torch.Tensor:
-    """torch.argmax(logits, -1) for [B, V] logits, in two reductions."""
-    width = logits.shape[-1]
-    whole = width // chunk * chunk
-    values, index = logits[:, :whole].unflatten(-1, (width // chunk, chunk)).max(dim=-1)
-    index += torch.arange(0, whole, chunk, device=logits.device)
-    if whole < width:  # the tail, one more slice
-        tail_value, tail_index = logits[:, whole:].max(dim=-1, keepdim=True)
-        values = torch.cat([values, tail_value], dim=-1)
-        index = torch.cat([index, tail_index + whole], dim=-1)
-    return index.gather(-1, values.argmax(dim=-1, keepdim=True)).squeeze(-1)
 
 
 def main() -> int:

@@ -45,8 +45,9 @@ MERGE_VALUES = 4096
 # An FP8 cache's V read as pairs by default (KernelConfig.v_pairs): in the sm_90 build (Triton
 # 3.9, D=128, 128 tokens a tile) the loop falls from 1,207 to 884 instructions and the kernel
 # from 195 to 150 registers a thread (three programs an SM where two fit), with no one-byte
-# shared-memory load left. Off until a GPU has timed it (bench/paged_decode_fp8.py --v-pairs).
-FP8_V_PAIRS = False
+# shared-memory load left. On an H100 (bench/paged_decode_fp8.py --v-pairs, fp8_h100.md call N):
+# 64 x 8K 417 us against 454 in the same run; 64 x 4K 210 against 243.6 (call F).
+FP8_V_PAIRS = True
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def paged_decode_attention(
             GROUP_P2=group_p2,
             MERGE_CHUNK=_merge_chunk(group_p2, block_d) if fused else 1,
             V_PAIRS=v_pairs,
-            PAIRS_ASM=v_pairs and not _is_interpreted(kernels),
+            PAIRS_ASM=v_pairs and _has_fp8_conversions(q.device),
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **({} if config.maxnreg is None else {"maxnreg": config.maxnreg}),
@@ -431,6 +432,12 @@ def _merge_chunk(group_p2: int, block_d: int) -> int:
     """Splits the fused merge takes a step (MERGE_VALUES), a power of two."""
     values = MERGE_VALUES if group_p2 <= 4 else MERGE_VALUES // 2
     return max(1, values // (group_p2 * block_d))
+
+
+def _has_fp8_conversions(device: torch.device) -> bool:
+    """Whether the kernel may widen E4M3 pairs with inline PTX (cvt.rn.f16x2.e4m3x2: sm_89 and
+    newer); otherwise (Triton's interpreter, an older GPU) it uses Triton's own operations."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
 
 
 def _pairs_aligned(v_cache: torch.Tensor) -> bool:

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.attention.paged_decode import (
+    FP8_V_PAIRS,
     MAX_SPLITS,
     KernelConfig,
     default_kernel_config,
@@ -333,11 +334,13 @@ def test_a_register_cap_holds_and_keeps_the_result() -> None:
 
 
 def test_fp8_cache_tiles_by_the_model_dtype() -> None:
-    """An FP8 cache read by a 16-bit model gets its own tiles (128 tokens, three stages); an
-    fp32 model keeps its own (its widened tiles would not fit an sm_89 block)."""
+    """An FP8 cache read by a 16-bit model gets its own tiles (128 tokens, three stages) and
+    reads V as pairs (FP8_V_PAIRS); an fp32 model keeps its own (its widened tiles would not fit
+    an sm_89 block)."""
     fp8 = torch.float8_e4m3fn
-    assert default_kernel_config(128, torch.bfloat16, fp8) == KernelConfig(128, num_stages=3)
-    assert default_kernel_config(128, torch.float16, fp8) == KernelConfig(128, num_stages=3)
+    fp8_tiles = KernelConfig(128, num_stages=3, v_pairs=FP8_V_PAIRS)
+    assert default_kernel_config(128, torch.bfloat16, fp8) == fp8_tiles
+    assert default_kernel_config(128, torch.float16, fp8) == fp8_tiles
     assert default_kernel_config(128, torch.float32, fp8) == default_kernel_config(
         128, torch.float32
     )
@@ -576,8 +579,9 @@ def _build(fn, constexprs: dict, options: dict, *, dtype: str, kv_fp8: bool, arc
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    if "V_PAIRS" in fn.arg_names:  # the split kernel: V read byte-wise unless asked
-        constexprs = {"V_PAIRS": False, "PAIRS_ASM": False} | constexprs
+    if "V_PAIRS" in fn.arg_names:  # the split kernel: an FP8 cache's V as the launcher reads it
+        pairs = kv_fp8 and constexprs.get("FP16_DOTS", False) and FP8_V_PAIRS
+        constexprs = {"V_PAIRS": pairs, "PAIRS_ASM": pairs} | constexprs
     signature = {}
     for name in fn.arg_names:
         if name in constexprs:

@@ -187,6 +187,24 @@ def test_greedy_fast_path_is_argmax():
     assert Sampler().sample(torch.empty(0, 10), []) == []
 
 
+@pytest.mark.parametrize("width", [128_256, 1000, 4096, 5003])
+@pytest.mark.parametrize("chunk", [512, 1024])
+def test_two_stage_argmax_gives_torch_argmax(width: int, chunk: int) -> None:
+    """argmax_rows (Sampler.greedy's on CUDA over a large vocabulary) returns torch.argmax's
+    index: ties to the first (within a slice, across slices, in the tail), a NaN wins as there,
+    a row of -inf, a vocabulary shorter than a slice or not a multiple of it."""
+    from engine.sampler import argmax_rows
+
+    logits = torch.randn(6, width, generator=torch.Generator().manual_seed(width))
+    logits[0, 7] = logits[0, width - 3] = 99.0  # across slices (or both in the tail)
+    logits[1, 3] = logits[1, 4] = 50.0  # within one slice
+    logits[2, width - 1] = 60.0  # the last index, in the tail where there is one
+    logits[3, 5] = logits[3, width // 2] = float("nan")
+    logits[4] = float("-inf")
+    for rows in (logits, logits.to(torch.bfloat16), logits[:1]):
+        assert torch.equal(argmax_rows(rows, chunk), torch.argmax(rows, dim=-1))
+
+
 def test_sampling_follows_the_distribution_and_its_cuts():
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5, 1.5]])
     probs = torch.softmax(logits[0], dim=-1)
