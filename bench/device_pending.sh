@@ -261,60 +261,41 @@ if [ "${ONLY:-}" = 23l ]; then
         --label "$label.70b-fp8.compile.latency"
 fi
 if [ "${ONLY:-}" = 23m ]; then
-    # Issue 23: the split attention merging its own splits (merge_counters), an FP8 cache's V
-    # read as 16-bit pairs (KernelConfig.v_pairs) and the one-row GEMV's fusions
-    # (EngineConfig.fp8_one_row_fusion), all off in the committed engine. The 8B FP8 one
-    # stream compiled as committed; then the merge and the pairs turned on (FUSED_MERGE_ROWS,
-    # FP8_V_PAIRS, in the device's copy only), the GPU checks (the runs below stop if one
-    # fails), the FP8 decode kernel with and without pairs, one stream and 64 streams (7,000)
-    # with both, one stream with the one-row fusion too.
-    gen_fp8=(bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30 --compile
-        --out-dir "$out")
-    [ -n "${GO_ON:-}" ] || step 80 gen-fp8-before python3 "${gen_fp8[@]}" --parts single \
-        --label "$label.fp8.compile.two-kernel-merge"
-    sed -i 's/^FUSED_MERGE_ROWS = 0$/FUSED_MERGE_ROWS = 4096/' engine/attention/decode.py
-    grep -q '^FUSED_MERGE_ROWS = 4096$' engine/attention/decode.py || exit 1
-    # GO_ON: the checks and the "before" passed (or failed only where these runs do not go)
-    # on a call before: straight to the runs.
-    [ -n "${GO_ON:-}" ] || step 150 gpu-tests python3 -m pytest tests/engine/test_paged_decode.py \
+    # Issue 23 on an H200: the split kernel's own merge and an FP8 cache's V read as pairs (on by
+    # default since an H100's call O) checked on this card, then the 8B FP8 compiled at one and
+    # 64 streams (400 and 7,000 tokens/s) with them and without them (FUSED_MERGE_ROWS and
+    # FP8_V_PAIRS turned off in the device's copy), then the 70B one stream compiled (45).
+    step 150 gpu-tests python3 -m pytest tests/engine/test_paged_decode.py \
         tests/engine/test_fp8_small_batch.py tests/engine/test_fp8_kv.py -q -o addopts= \
-        -k "(cuda or nothing_compiles or no_kernel_compiles) and not pairs" || exit 1
-    # The pairs' own cases (their inline assembly runs on a GPU only); the runs below take
-    # the pairs only if these pass.
-    step 60 pairs-tests python3 -m pytest tests/engine/test_paged_decode.py -q -o addopts= \
-        -k "cuda and pairs" &&
-        sed -i 's/^FP8_V_PAIRS = False$/FP8_V_PAIRS = True/' engine/attention/paged_decode.py
-    grep '^FP8_V_PAIRS' engine/attention/paged_decode.py
-    step 90 fp8-attention python3 bench/paged_decode_fp8.py --tiles 128 --warps 4 \
-        --stages 2 3 --v-pairs off on --out "$out/paged_decode_fp8_$label.v-pairs.json"
-    step 100 gen-fp8-compile python3 "${gen_fp8[@]}" --parts single concurrent \
-        --label "$label.fp8.compile.fused-merge.v-pairs"
-    step 80 gen-fp8-one-row python3 "${gen_fp8[@]}" --parts single --fp8-one-row-fusion \
-        --label "$label.fp8.compile.fused-merge.v-pairs.one-row-fusion"
+        -k "cuda or nothing_compiles or no_kernel_compiles" || exit 1
+    gen_fp8=(bench/generate.py --device cuda --weights fp8 --kv-dtype fp8 --kv-gib 30 --compile
+        --out-dir "$out" --parts single concurrent)
+    step 100 gen-fp8-compile python3 "${gen_fp8[@]}" --label "$label.fp8.compile"
+    sed -i 's/^FUSED_MERGE_ROWS = 4096$/FUSED_MERGE_ROWS = 0/' engine/attention/decode.py
+    sed -i 's/^FP8_V_PAIRS = True$/FP8_V_PAIRS = False/' engine/attention/paged_decode.py
+    step 100 gen-fp8-before python3 "${gen_fp8[@]}" --label "$label.fp8.compile.two-kernel-merge.bytes"
+    sed -i 's/^FUSED_MERGE_ROWS = 0$/FUSED_MERGE_ROWS = 4096/' engine/attention/decode.py
+    sed -i 's/^FP8_V_PAIRS = False$/FP8_V_PAIRS = True/' engine/attention/paged_decode.py
+    [ "$label" = h200 ] && step 150 gen-70b-single python3 bench/generate.py --device cuda \
+        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 --compile \
+        --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.compile"
 fi
 if [ "${ONLY:-}" = 23n ]; then
-    # Issue 23, the rest: the one-row GEMV's fusions against the compiled kernels they replace
-    # (FP8 weights; bf16 weights against cuBLAS), the greedy argmax, bf16 one stream compiled
-    # (225) as committed and with the one-row GEMV (bf16_one_row_fusion), the GEMV's tiles on
-    # this card (prefetch among them, the 8B's and the 70B's shapes).
+    # Issue 23, the rest on an H200: the one-row GEMV's fusions against the compiled kernels
+    # they replace (FP8 weights; bf16 weights against cuBLAS), the greedy argmax, bf16 one
+    # stream compiled (225), the GEMV's tiles on this card (prefetch among them, the 8B's and
+    # the 70B's shapes).
     step 120 gemv-fusion python3 bench/fp8_gemv_fusion.py --weights fp8 bf16 \
         --out "$out/fp8_gemv_fusion_$label.json"
     step 40 argmax python3 bench/argmax_micro.py --out "$out/argmax_micro_$label.json"
-    gen_bf16=(bench/generate.py --device cuda --kv-gib "$kv_gib" --compile --parts single
-        --out-dir "$out")
-    step 80 gen-bf16-compile python3 "${gen_bf16[@]}" --label "$label.bf16.compile"
-    step 80 gen-bf16-one-row python3 "${gen_bf16[@]}" --bf16-one-row-fusion \
-        --label "$label.bf16.compile.one-row-fusion"
+    step 80 gen-bf16-compile python3 bench/generate.py --device cuda --kv-gib "$kv_gib" \
+        --compile --parts single --out-dir "$out" --label "$label.bf16.compile"
     step 150 gemv-sweep python3 bench/fp8_matmul_sweep.py --rows 1 --budget-s 130 \
         --kinds gemv default --shapes qkv o gate_up down qkv_70b o_70b gate_up_70b down_70b \
         --out "$out/fp8_matmul_sweep_$label.gemv.json"
 fi
 if [ "${ONLY:-}" = 23o ]; then
-    # Issue 23: the 70B one stream compiled (45 tokens/s) and its latency table (H200), the
-    # 128K FP8 prompt compiled (7.0 s).
-    [ "$label" = h200 ] && step 150 gen-70b-single python3 bench/generate.py --device cuda \
-        --shape llama3-70b-random --weights fp8 --kv-dtype fp8 --kv-gib 40 --compile \
-        --max-num-seqs 32 --parts single --out-dir "$out" --label "$label.70b-fp8.compile"
+    # Issue 23: the 128K FP8 prompt compiled (7.0 s), the 70B's latency table (H200).
     step 120 prefill-fp8-compile python3 bench/prefill.py --device cuda --tokens 131072 \
         --weights fp8 --kv-dtype fp8 --memory-cap-gib 24 --runs 1 --warmup 1 --hf-modes none \
         --fp8-attention --compile --out "$out" --label "$label.fp8-24gib.compile"

@@ -138,10 +138,12 @@ def time_shape(dtype: str, name: str, n: int, k: int, kind: str, device) -> list
         plain = calls_for(kind, weights, x, norm_weight, residual, fused=False, tiles=tiles)
         fused = calls_for(kind, weights, x, norm_weight, residual, fused=True, tiles=tiles)
         expected, got = plain[0]().float(), fused[0]().float()
-        # Both round the product, and the sum, to bf16: two roundings of 2**-8 each way.
-        error = ((got - expected).abs() / (expected.abs() + residual.float().abs() + 1e-3)).max()
+        # Relative to the largest output (as the layer test bounds it): an input the kernel's
+        # rsqrt or exp rounds the other way moves an output near zero by more than its size
+        # (per element, against |expected| + |residual| + 1e-3, an H100 gave 0.44 so).
+        error = (got - expected).abs().max() / expected.abs().max()
         row = {"weights": dtype, "shape": name, "n": n, "k": k, "fused": kind, "tiles": tiles}
-        row |= {"max_rel_error": error.item()}
+        row |= {"max_error_of_largest": error.item()}
         if tiles is None or not rows:  # the unfused side does not depend on the tiles
             unfused_us = graph_call_us(plain)
         row |= {"unfused_us": unfused_us, "fused_us": graph_call_us(fused)}

@@ -56,7 +56,7 @@ class Sampler:
 
 
 # torch.argmax over one row of a large vocabulary reduces it in a single block: on an H100
-# (bench/argmax_micro.py, bench/results/fp8_h100.md call N) 26 us for Llama 3's 128,256 logits,
+# (bench/argmax_micro.py, bench/results/fp8_h100.md call O) 26 us for Llama 3's 128,256 logits,
 # against 18 in two stages (slices of 512); 39 against 34 at 64 rows (slices of 1,024).
 TWO_STAGE_VOCAB = 32_768
 

@@ -107,7 +107,7 @@ class PerSequenceDecode(DecodeAttention):
 
 # Rows of a decode batch whose splits the attention kernel merges itself (PagedDecode's
 # counters: 4 bytes a row and KV head); a larger batch merges in a second kernel. 0: none, every
-# batch merges in the second kernel. On an H100 (bench/results/fp8_h100.md, call N) its CUDA
+# batch merges in the second kernel. On an H100 (bench/results/fp8_h100.md, call O) its CUDA
 # checks passed and, with an FP8 cache's V read as pairs, the 8B in FP8 compiled went from 249.2
 # to 253.9 tokens/s at one stream and from 4,838 to 5,077 at 64 streams.
 FUSED_MERGE_ROWS = 4096

@@ -45,7 +45,7 @@ MERGE_VALUES = 4096
 # An FP8 cache's V read as pairs by default (KernelConfig.v_pairs): in the sm_90 build (Triton
 # 3.9, D=128, 128 tokens a tile) the loop falls from 1,207 to 884 instructions and the kernel
 # from 195 to 150 registers a thread (three programs an SM where two fit), with no one-byte
-# shared-memory load left. On an H100 (bench/paged_decode_fp8.py --v-pairs, fp8_h100.md call N):
+# shared-memory load left. On an H100 (bench/paged_decode_fp8.py --v-pairs, fp8_h100.md call O):
 # 64 x 8K 417 us against 454 in the same run; 64 x 4K 210 against 243.6 (call F).
 FP8_V_PAIRS = True
 
