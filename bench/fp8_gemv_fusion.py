@@ -7,7 +7,7 @@ Usage: python3 bench/fp8_gemv_fusion.py --out FILE.json [--shapes 8b 70b] [--wei
 Each fused call is checked against the unfused one first (within two bf16 roundings).
 
 --weights bf16 asks whether the bf16 model's one stream would gain from the same kernel: the
-weights stay bf16 (the kernel widens them to fp32 as it does E4M3; their scale is 1.0, exact),
+weights stay bf16 (the kernel widens them to fp32 as it does E4M3; no scale, as Linear.one_row),
 the unfused side is what the bf16 engine runs (F.linear, cuBLAS, beside the same compiled
 kernels), and the GEMV is timed at each of BF16_TILES.
 """
@@ -125,10 +125,9 @@ def time_shape(dtype: str, name: str, n: int, k: int, kind: str, device) -> list
     if dtype == "fp8":
         weight, scale = quantize_rows(torch.randn(n, k, device=device) * 0.02)
     else:
-        weight = (torch.randn(n, k, device=device) * 0.02).to(torch.bfloat16)
-        scale = torch.ones(n, device=device)
+        weight, scale = (torch.randn(n, k, device=device) * 0.02).to(torch.bfloat16), None
     copies = max(2, -(-HBM_BYTES // (n * k * weight.element_size())))
-    weights = [(weight.clone(), scale.clone()) for _ in range(copies)]
+    weights = [(weight.clone(), None if scale is None else scale.clone()) for _ in range(copies)]
     del weight, scale
     x = torch.randn(1, 2 * k if kind.startswith("gated") else k, device=device).bfloat16()
     norm_weight = (torch.rand(k, device=device) + 0.5).to(torch.bfloat16)

@@ -14,6 +14,7 @@ count, dtype, head layout) compiles the kernels, seconds: make it before the cap
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from types import ModuleType
@@ -434,6 +435,7 @@ def _merge_chunk(group_p2: int, block_d: int) -> int:
     return max(1, values // (group_p2 * block_d))
 
 
+@functools.cache
 def _has_fp8_conversions(device: torch.device) -> bool:
     """Whether the kernel may widen E4M3 pairs with inline PTX (cvt.rn.f16x2.e4m3x2: sm_89 and
     newer); otherwise (Triton's interpreter, an older GPU) it uses Triton's own operations."""

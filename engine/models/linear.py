@@ -109,10 +109,12 @@ class Linear(OneRowProjection, nn.Module):
         return self.matmul(x, self.weight, self.bias)
 
     def enable_one_row(self, device: torch.device) -> bool:
-        """Let one_row run where it can: bf16 weights without a bias on CUDA, with Triton."""
+        """Let one_row run where it can: bf16 weights (rows contiguous) without a bias on CUDA,
+        with Triton."""
         self.one_row_fusion = (
             device.type == "cuda"
             and self.weight.dtype == torch.bfloat16
+            and self.weight.stride(-1) == 1
             and self.bias is None
             and importlib.util.find_spec("triton") is not None
         )

@@ -185,7 +185,7 @@ def run_case(case: Case, device: torch.device) -> dict:
         inputs = build_inputs(case, device)
         out = torch.full_like(inputs["q"], float("nan"))
         config = None
-        if case.tile_tokens or not case.fp16_dots or case.v_pairs:
+        if case.tile_tokens or not case.fp16_dots or case.kv_fp8:  # V byte-wise unless v_pairs
             default = default_kernel_config(case.head_dim, case.dtype, inputs["k_cache"].dtype)
             config = KernelConfig(
                 case.tile_tokens or default.tile_tokens,
@@ -202,8 +202,8 @@ def run_case(case: Case, device: torch.device) -> dict:
             options["merge_counters"] = counters
         with _no_merge_kernel(case.fused_merge), _split_launches() as launches:
             result = paged_decode_attention(**inputs, out=out, **options)
-            # A v_pairs case ran the kernel's pairs (its launches all with V_PAIRS).
-            checks = {"v_pairs_ran": not case.v_pairs or all(c["V_PAIRS"] for c in launches)}
+            # Each case read V as it asked: pairs for a v_pairs case, byte-wise otherwise.
+            checks = {"v_pairs_ran": all(c["V_PAIRS"] == case.v_pairs for c in launches)}
             if counters is not None:  # left at zero for the next launch, which gives the same
                 checks["counters_zero"] = bool((counters == 0).all().item())
                 again = paged_decode_attention(**inputs, **options)

@@ -333,6 +333,19 @@ def test_a_register_cap_holds_and_keeps_the_result() -> None:
     assert built and all(kernel.n_regs <= 128 for kernel in built)
 
 
+def test_v_pairs_only_where_v_reads_as_16_bit_words() -> None:
+    """An FP8 cache's V is read as pairs only where every pair is a whole aligned 16-bit word
+    (an even head dim, even strides, an even address); elsewhere the kernel reads bytes."""
+    from engine.attention.paged_decode import _pairs_aligned
+
+    fp8 = torch.float8_e4m3fn
+    assert _pairs_aligned(torch.zeros(4, 16, 2, 64, dtype=fp8))
+    assert not _pairs_aligned(torch.zeros(4, 16, 2, 63, dtype=fp8))  # an odd head dim
+    odd_address = torch.zeros(4 * 16 * 2 * 64 + 1, dtype=fp8)[1:].view(4, 16, 2, 64)
+    assert not _pairs_aligned(odd_address)
+    assert not _pairs_aligned(torch.zeros(4, 16, 2, 65, dtype=fp8)[..., :64])  # odd strides
+
+
 def test_fp8_cache_tiles_by_the_model_dtype() -> None:
     """An FP8 cache read by a 16-bit model gets its own tiles (128 tokens, three stages) and
     reads V as pairs (FP8_V_PAIRS); an fp32 model keeps its own (its widened tiles would not fit
