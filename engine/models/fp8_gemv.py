@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from engine.device_guard import launch_options, on_device
-from engine.models.fp8_w8a8 import split_output, sum_splits
+from engine.models.fp8_w8a8 import split_output, sum_splits, tiles_at
 
 # From bench/fp8_matmul_sweep.py on an H100 (bench/results/fp8_h100.md): 8 outputs a program,
 # 1,024 inputs a tile (92.5 us a layer of the 8B, against 155.7 for bf16 F.linear and 165.5 for
@@ -135,16 +135,8 @@ def _fp8_weight_gemv_kernel(
         for k0 in range(k_start, k_end, BLOCK_K):
             k = k0 + ks
             k_ok = k < k_end
-            x = tl.load(
-                x_ptr + rows[:, None] * stride_xm + k[None, :],
-                mask=row_ok[:, None] & k_ok[None, :],
-                other=0.0,
-            ).to(tl.float32)
-            w = tl.load(
-                w_ptr + cols[:, None] * stride_wn + k[None, :],
-                mask=col_ok[:, None] & k_ok[None, :],
-                other=0.0,
-            ).to(tl.float32)
+            x, w = tiles_at(x_ptr, w_ptr, rows, cols, k, row_ok, col_ok, k_ok, stride_xm, stride_wn)
+            x, w = x.to(tl.float32), w.to(tl.float32)
             acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)
     if USE_PDL:  # the next kernel may launch now: it waits for this one to finish
         tl.extra.cuda.gdc_launch_dependents()

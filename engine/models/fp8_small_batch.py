@@ -21,7 +21,13 @@ import triton.language as tl
 
 from engine.device_guard import on_device, sm_count
 from engine.models.fp8_gemv import GEMV_CONFIG, fp8_weight_gemv
-from engine.models.fp8_w8a8 import block_m, fp8_w8a8_matmul, split_output, sum_splits
+from engine.models.fp8_w8a8 import (
+    block_m,
+    fp8_w8a8_matmul,
+    split_output,
+    sum_splits,
+    tiles_at,
+)
 
 MAX_ROWS = 64  # the kernels take up to this many rows
 # What Fp8Linear sends them: every decode batch up to 64 rows. With split-K tiles at 17-64 rows
@@ -80,16 +86,7 @@ def _fp8_weight_matmul_kernel(
     for k0 in range(k_start, k_end, BLOCK_K):
         k = k0 + ks
         k_ok = k < k_end
-        x = tl.load(
-            x_ptr + rows[:, None] * stride_xm + k[None, :],
-            mask=row_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
-        w = tl.load(
-            w_ptr + cols[:, None] * stride_wn + k[None, :],
-            mask=col_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
+        x, w = tiles_at(x_ptr, w_ptr, rows, cols, k, row_ok, col_ok, k_ok, stride_xm, stride_wn)
         acc += tl.dot(x, tl.trans(w.to(x.dtype)))
     scale = tl.load(scale_ptr + cols, mask=col_ok, other=0.0)
     acc = acc * scale[None, :]

@@ -113,16 +113,7 @@ def _fp8_w8a8_kernel(
     for g in range(g_start, g_end):
         k = g * GROUP + ks
         k_ok = k < K
-        x = tl.load(
-            xq_ptr + rows[:, None] * stride_xm + k[None, :],
-            mask=row_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
-        w = tl.load(
-            w_ptr + cols[:, None] * stride_wn + k[None, :],
-            mask=col_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
+        x, w = tiles_at(xq_ptr, w_ptr, rows, cols, k, row_ok, col_ok, k_ok, stride_xm, stride_wn)
         x_scale = tl.load(xs_ptr + rows * stride_sm + g, mask=row_ok, other=0.0)
         if SWAP:
             acc += tl.dot(w, tl.trans(x)) * x_scale[None, :]
@@ -142,6 +133,24 @@ def _fp8_w8a8_kernel(
     if SPLIT_K > 1:  # each split its own slice of the partials
         offsets += tl.program_id(1) * stride_os
     tl.store(offsets, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def tiles_at(x_ptr, w_ptr, rows, cols, k, row_ok, col_ok, k_ok, stride_xm, stride_wn):
+    """A product's tiles at inputs k: x [BLOCK_M, k] and the weight's w [BLOCK_N, k], each 0
+    past its rows (columns) and past K (the FP8 products' kernels: here, fp8_small_batch.py,
+    fp8_gemv.py)."""
+    x = tl.load(
+        x_ptr + rows[:, None] * stride_xm + k[None, :],
+        mask=row_ok[:, None] & k_ok[None, :],
+        other=0.0,
+    )
+    w = tl.load(
+        w_ptr + cols[:, None] * stride_wn + k[None, :],
+        mask=col_ok[:, None] & k_ok[None, :],
+        other=0.0,
+    )
+    return x, w
 
 
 @triton.jit(do_not_specialize=["total"])
