@@ -196,10 +196,10 @@ def write_slots(
     """Store rows' K/V [B, KV, D] in their cache slots (a scatter; graph-safe): on CUDA one
     Triton kernel for both caches, elsewhere an index_copy_ each."""
     if k.is_cuda:
-        from engine.attention import paged_decode
+        from engine.attention import paged_decode, slot_write
 
         if paged_decode.is_paged_decode_available(k.device):
-            paged_decode.write_slots_fused(k, v, k_cache, v_cache, slot_mapping)
+            slot_write.write_slots_fused(k, v, k_cache, v_cache, slot_mapping)
             return
     num_kv_heads, head_dim = k.shape[1], k.shape[2]
     k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k)

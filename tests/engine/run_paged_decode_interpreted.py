@@ -90,7 +90,7 @@ def start_interpreted() -> None:
 def check_fused_write() -> dict:
     """write_slots_fused against index_copy_: 3 KV heads (padded to 4) of D=80 (to 128), K
     contiguous and V a view of a wider projection, slots in shuffled order."""
-    from engine.attention.paged_decode import write_slots_fused
+    from engine.attention.slot_write import write_slots_fused
 
     gen = torch.Generator().manual_seed(3)
     tokens, kv, dim = 5, 3, 80

@@ -231,12 +231,12 @@ def test_fp8_cache_on_cuda_with_graphs_keeps_greedy_output(llama) -> None:
 
 def _compiled_variants() -> int:
     """Kernel variants Triton has built in this process, over all of the engine's kernels."""
-    from engine.attention import fp8_kv_kernels, paged_decode_kernels
+    from engine.attention import fp8_kv_kernels, paged_decode_kernels, slot_write_kernels
 
     kernels = [
         paged_decode_kernels._paged_decode_split_kernel,
         paged_decode_kernels._merge_splits_kernel,
-        paged_decode_kernels._write_slots_kernel,
+        slot_write_kernels._write_slots_kernel,
         fp8_kv_kernels._write_pages_kernel,
         fp8_kv_kernels._dequantize_pages_kernel,
     ]

@@ -96,9 +96,9 @@ def test_fused_write_builds_for_hopper_with_16_byte_stores() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from engine.attention import paged_decode_kernels as kernels
+    from engine.attention import slot_write_kernels
 
-    fn = kernels._write_slots_kernel
+    fn = slot_write_kernels._write_slots_kernel
     constexprs = {"NUM_KV_HEADS": 8, "KV_PAD": 8, "HEAD_DIM": 128, "BLOCK_D": 128, "USE_PDL": False}
     signature = {
         name: "constexpr" if name in constexprs else "*i64" if name == "slot_ptr" else
@@ -262,12 +262,13 @@ def test_prebuild_covers_every_variant_a_step_can_launch() -> None:
 
 def _compiled_variants() -> int:
     from engine.attention import paged_decode_kernels as kernels
+    from engine.attention import slot_write_kernels
 
     total = 0
     for fn in (
         kernels._paged_decode_split_kernel,
         kernels._merge_splits_kernel,
-        kernels._write_slots_kernel,
+        slot_write_kernels._write_slots_kernel,
     ):
         for cache in fn.device_caches.values():
             total += len(cache[0])
